@@ -1,0 +1,13 @@
+//! flotilla: a meta-operator that stamps out one namespaced Argo workflow-controller per
+//! opted-in namespace, keeps it in sync, and reaps it on opt-out.
+//!
+//! Data flows one way: Namespace event -> render (pure) -> plan (pure) -> apply/prune.
+
+pub mod config;
+pub mod controller;
+pub mod kinds;
+pub mod object;
+pub mod ownership;
+pub mod plan;
+pub mod render;
+pub mod selector;

@@ -1,0 +1,214 @@
+//! Templates -> objects. Each file in the templates directory is a minijinja template that
+//! renders to at most one Kubernetes object. Every `{{ value }}` is serialized as JSON (which is
+//! valid YAML), so no label, annotation or value can add structure: a newline, `---` or `{{`
+//! inside a value stays part of one quoted string.
+
+mod policy;
+mod revision;
+mod templates;
+
+pub use templates::load_dir;
+
+use crate::config::Config;
+use crate::object::Stamped;
+use minijinja::{AutoEscape, Environment, UndefinedBehavior, Value, context};
+use policy::Target;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+
+/// What a template knows about the namespace it renders for.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct NamespaceInput {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// One problem, located as precisely as the template engine or YAML parser can.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TemplateError {
+    pub file: String,
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+impl fmt::Display for TemplateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(line) => write!(f, "{}:{line}: {}", self.file, self.message),
+            None => write!(f, "{}: {}", self.file, self.message),
+        }
+    }
+}
+
+/// Every problem found, so that one run reports them all.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub struct RenderErrors(pub Vec<TemplateError>);
+
+impl fmt::Display for RenderErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let lines: Vec<String> = self.0.iter().map(ToString::to_string).collect();
+        f.write_str(&lines.join("\n"))
+    }
+}
+
+pub struct Renderer {
+    env: Environment<'static>,
+    files: Vec<String>,
+    revision: String,
+    values: Value,
+    own_namespace: String,
+    instance: String,
+}
+
+impl Renderer {
+    /// Loads the config's templates directory and compiles every template.
+    pub fn load(config: &Config) -> Result<Renderer, RenderErrors> {
+        Renderer::new(load_dir(&config.templates_dir)?, config)
+    }
+
+    /// Compiles `(file name, source)` pairs; syntax errors of all files are reported together.
+    pub fn new(sources: Vec<(String, String)>, config: &Config) -> Result<Renderer, RenderErrors> {
+        let revision = revision::revision(
+            sources.iter().map(|(n, s)| (n.as_str(), s.as_str())),
+            &config.values,
+            &config.instance,
+            &config.namespace,
+        );
+        let mut env = Environment::new();
+        env.set_undefined_behavior(UndefinedBehavior::Strict);
+        // JSON escaping whatever the file is called: it is what keeps values inert.
+        env.set_auto_escape_callback(|_| AutoEscape::Json);
+        let mut errors = Vec::new();
+        let mut files = Vec::new();
+        for (file, source) in sources {
+            match env.add_template_owned(file.clone(), source) {
+                Ok(()) => files.push(file),
+                Err(e) => errors.push(template_error(&file, &e)),
+            }
+        }
+        if !errors.is_empty() {
+            return Err(RenderErrors(errors));
+        }
+        Ok(Renderer {
+            env,
+            files,
+            revision,
+            values: Value::from(minijinja::value::Serde(&config.values)),
+            own_namespace: config.namespace.clone(),
+            instance: config.instance.clone(),
+        })
+    }
+
+    /// The revision of templates and values, stamped on every object.
+    pub fn revision(&self) -> &str {
+        &self.revision
+    }
+
+    /// Renders every template for one namespace. Any error fails the whole set: a partial set
+    /// would make the caller prune what the failed templates would have kept.
+    pub fn render(&self, namespace: &NamespaceInput) -> Result<Vec<Stamped>, RenderErrors> {
+        let ctx = context! {
+            namespace => Value::from(minijinja::value::Serde(namespace)),
+            values => self.values.clone(),
+            flotilla => context! { namespace => &self.own_namespace, instance => &self.instance },
+        };
+        let target = Target {
+            namespace: &namespace.name,
+            own_namespace: &self.own_namespace,
+            instance: &self.instance,
+            revision: &self.revision,
+        };
+        let mut errors = Vec::new();
+        let mut objects: Vec<Stamped> = Vec::new();
+        let mut seen: HashMap<_, String> = HashMap::new();
+        for file in &self.files {
+            match self.render_file(file, &ctx, &target) {
+                Ok(Some(object)) => match seen.get(&object.key) {
+                    Some(first) => errors.push(TemplateError {
+                        file: file.clone(),
+                        line: None,
+                        message: format!("renders {}, which {first} renders already", object.key),
+                    }),
+                    None => {
+                        seen.insert(object.key.clone(), file.clone());
+                        objects.push(object);
+                    }
+                },
+                Ok(None) => {}
+                Err(e) => errors.push(e),
+            }
+        }
+        if !errors.is_empty() {
+            return Err(RenderErrors(errors));
+        }
+        objects.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(objects)
+    }
+
+    fn render_file(
+        &self,
+        file: &str,
+        ctx: &Value,
+        target: &Target,
+    ) -> Result<Option<Stamped>, TemplateError> {
+        let fail = |line, message| TemplateError {
+            file: file.to_string(),
+            line,
+            message,
+        };
+        let template = self
+            .env
+            .get_template(file)
+            .map_err(|e| template_error(file, &e))?;
+        let text = template.render(ctx).map_err(|e| template_error(file, &e))?;
+        let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text).map_err(|e| {
+            let line = e.location().map(|l| l.line() as usize);
+            fail(line, format!("the rendered output is not valid YAML: {e}"))
+        })?;
+        let mut docs: Vec<_> = docs.into_iter().filter(|d| !d.is_null()).collect();
+        match docs.len() {
+            // A template may render to nothing, e.g. behind an `{% if %}`.
+            0 => Ok(None),
+            1 => policy::admit(docs.remove(0), file, target)
+                .map(Some)
+                .map_err(|message| fail(None, message)),
+            n => Err(fail(
+                None,
+                format!("renders {n} YAML documents; each template file holds one object"),
+            )),
+        }
+    }
+}
+
+fn template_error(file: &str, e: &minijinja::Error) -> TemplateError {
+    let mut message = match e.detail() {
+        Some(detail) => format!("{}: {detail}", e.kind()),
+        None => e.kind().to_string(),
+    };
+    if e.kind() == minijinja::ErrorKind::UndefinedError {
+        message.push_str(
+            " (Argo placeholders such as {{workflow.name}} must be wrapped in {% raw %}…{% endraw %} to pass through)",
+        );
+    }
+    TemplateError {
+        file: file.to_string(),
+        line: e.line(),
+        message,
+    }
+}
+
+/// Multi-document YAML of rendered objects, exactly as they are applied.
+pub fn to_yaml(objects: &[Stamped]) -> String {
+    objects
+        .iter()
+        .map(|o| {
+            let yaml = serde_saphyr::to_string(&o.body).unwrap_or_else(|e| format!("# {e}\n"));
+            format!("---\n# Source: {}\n{yaml}", o.template)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

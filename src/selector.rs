@@ -1,0 +1,199 @@
+//! Parses the namespace selector from its string form (`kubectl get -l` syntax) into kube's
+//! typed `Selector`, validating every key and value as the API server would.
+
+use kube::core::{Expression, Selector};
+use std::collections::BTreeSet;
+
+/// Why a selector string was refused; the message quotes the offending part.
+#[derive(Debug, thiserror::Error, PartialEq)]
+#[error("invalid label selector {selector:?}: {reason}")]
+pub struct SelectorError {
+    pub selector: String,
+    pub reason: String,
+}
+
+pub fn parse(input: &str) -> Result<Selector, SelectorError> {
+    let fail = |reason: String| SelectorError {
+        selector: input.to_string(),
+        reason,
+    };
+    let mut expressions = Vec::new();
+    for requirement in split_requirements(input).map_err(fail)? {
+        expressions.push(parse_requirement(requirement.trim()).map_err(fail)?);
+    }
+    if expressions.is_empty() {
+        return Err(fail(
+            "it is empty; an empty selector would opt in every namespace".into(),
+        ));
+    }
+    Ok(expressions.into_iter().collect())
+}
+
+/// Splits on commas that are not inside a `( … )` value list.
+fn split_requirements(input: &str) -> Result<Vec<&str>, String> {
+    let (mut parts, mut depth, mut start) = (Vec::new(), 0usize, 0usize);
+    for (i, c) in input.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.checked_sub(1).ok_or("unbalanced ')'")?,
+            ',' if depth == 0 => {
+                parts.push(&input[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    if depth != 0 {
+        return Err("unbalanced '('".into());
+    }
+    parts.push(&input[start..]);
+    if input.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    if let Some(empty) = parts.iter().position(|p| p.trim().is_empty()) {
+        return Err(format!("requirement {} is empty", empty + 1));
+    }
+    Ok(parts)
+}
+
+fn parse_requirement(req: &str) -> Result<Expression, String> {
+    if let Some(key) = req.strip_prefix('!') {
+        let key = key.trim();
+        return Ok(Expression::DoesNotExist(valid_key(key)?));
+    }
+    for (op, build) in [
+        ("!=", Expression::NotEqual as fn(String, String) -> Expression),
+        ("==", Expression::Equal),
+        ("=", Expression::Equal),
+    ] {
+        if let Some((key, value)) = req.split_once(op) {
+            return Ok(build(valid_key(key.trim())?, valid_value(value.trim())?));
+        }
+    }
+    let words: Vec<&str> = req.splitn(2, char::is_whitespace).collect();
+    match words.as_slice() {
+        [key] => Ok(Expression::Exists(valid_key(key)?)),
+        [key, rest] => {
+            let rest = rest.trim_start();
+            let (set_op, list): (fn(String, BTreeSet<String>) -> Expression, &str) =
+                if let Some(list) = rest.strip_prefix("notin") {
+                    (Expression::NotIn, list)
+                } else if let Some(list) = rest.strip_prefix("in") {
+                    (Expression::In, list)
+                } else {
+                    return Err(format!(
+                        "{req:?}: expected `=`, `==`, `!=`, `in (…)` or `notin (…)`"
+                    ));
+                };
+            let values = list
+                .trim()
+                .strip_prefix('(')
+                .and_then(|l| l.strip_suffix(')'))
+                .ok_or_else(|| format!("{req:?}: the value list must be in parentheses"))?;
+            let values = values
+                .split(',')
+                .map(|v| valid_value(v.trim()))
+                .collect::<Result<BTreeSet<_>, _>>()?;
+            Ok(set_op(valid_key(key)?, values))
+        }
+        _ => Err(format!("{req:?} is not a requirement")),
+    }
+}
+
+/// A label key: an optional DNS-subdomain prefix and `/`, then a name of at most 63 characters.
+pub fn valid_key(key: &str) -> Result<String, String> {
+    let (prefix, name) = match key.rsplit_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, key),
+    };
+    if let Some(prefix) = prefix {
+        let ok = !prefix.is_empty()
+            && prefix.len() <= 253
+            && prefix.split('.').all(|part| {
+                !part.is_empty()
+                    && part.len() <= 63
+                    && part.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                    && !part.starts_with('-')
+                    && !part.ends_with('-')
+            });
+        if !ok {
+            return Err(format!("label key {key:?}: the prefix must be a DNS subdomain"));
+        }
+    }
+    if name.is_empty() || !is_label_value(name) {
+        return Err(format!(
+            "label key {key:?}: the name must be 1-63 characters of [A-Za-z0-9._-], starting and ending alphanumeric"
+        ));
+    }
+    Ok(key.to_string())
+}
+
+pub fn valid_value(value: &str) -> Result<String, String> {
+    if is_label_value(value) {
+        Ok(value.to_string())
+    } else {
+        Err(format!(
+            "label value {value:?}: must be at most 63 characters of [A-Za-z0-9._-], starting and ending alphanumeric"
+        ))
+    }
+}
+
+/// The label-value grammar (empty allowed), shared by label names.
+fn is_label_value(value: &str) -> bool {
+    let alnum = |b: u8| b.is_ascii_alphanumeric();
+    value.is_empty()
+        || (value.len() <= 63
+            && value.bytes().all(|b| alnum(b) || matches!(b, b'-' | b'_' | b'.'))
+            && value.bytes().next().is_some_and(alnum)
+            && value.bytes().last().is_some_and(alnum))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::SelectorExt;
+    use std::collections::BTreeMap;
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn equality_forms() {
+        let s = parse("flotilla.dev/enabled=true").unwrap();
+        assert!(s.matches(&labels(&[("flotilla.dev/enabled", "true")])));
+        assert!(!s.matches(&labels(&[("flotilla.dev/enabled", "false")])));
+        assert!(!s.matches(&labels(&[])));
+        let s = parse("tier == gold, env != prod").unwrap();
+        assert!(s.matches(&labels(&[("tier", "gold"), ("env", "dev")])));
+        assert!(!s.matches(&labels(&[("tier", "gold"), ("env", "prod")])));
+    }
+
+    #[test]
+    fn set_and_existence_forms() {
+        let s = parse("env in (dev, staging),team,!frozen,zone notin (eu)").unwrap();
+        assert!(s.matches(&labels(&[("env", "dev"), ("team", "a")])));
+        assert!(!s.matches(&labels(&[("env", "prod"), ("team", "a")])));
+        assert!(!s.matches(&labels(&[("env", "dev")])));
+        assert!(!s.matches(&labels(&[("env", "dev"), ("team", "a"), ("frozen", "")])));
+        assert!(!s.matches(&labels(&[("env", "dev"), ("team", "a"), ("zone", "eu")])));
+    }
+
+    #[test]
+    fn refuses_bad_selectors_with_reason() {
+        for (bad, needle) in [
+            ("", "empty"),
+            ("a=b,,c", "requirement 2 is empty"),
+            ("env in (a,b", "unbalanced"),
+            ("env in a,b", "parentheses"),
+            ("bad key=1", "label key"), ("env within (a)", "expected"),
+            ("Upper.Case/x=1", "prefix"),
+            ("k=has space", "label value"),
+            ("k=-lead", "label value"),
+            ("x/=1", "label key"),
+        ] {
+            let err = parse(bad).expect_err(bad);
+            assert!(err.to_string().contains(needle), "{bad:?}: {err}");
+        }
+    }
+}
