@@ -32,7 +32,12 @@ impl Kind {
             Kind::ServiceAccount => ("", "v1", "ServiceAccount", "serviceaccounts"),
             Kind::ConfigMap => ("", "v1", "ConfigMap", "configmaps"),
             Kind::Role => ("rbac.authorization.k8s.io", "v1", "Role", "roles"),
-            Kind::RoleBinding => ("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings"),
+            Kind::RoleBinding => (
+                "rbac.authorization.k8s.io",
+                "v1",
+                "RoleBinding",
+                "rolebindings",
+            ),
             Kind::Service => ("", "v1", "Service", "services"),
             Kind::Deployment => ("apps", "v1", "Deployment", "deployments"),
         }
@@ -90,7 +95,10 @@ mod tests {
     #[test]
     fn resolves_core_and_grouped_kinds() {
         assert_eq!(Kind::from_type("v1", "ConfigMap"), Some(Kind::ConfigMap));
-        assert_eq!(Kind::from_type("apps/v1", "Deployment"), Some(Kind::Deployment));
+        assert_eq!(
+            Kind::from_type("apps/v1", "Deployment"),
+            Some(Kind::Deployment)
+        );
         assert_eq!(
             Kind::from_type("rbac.authorization.k8s.io/v1", "RoleBinding"),
             Some(Kind::RoleBinding)
@@ -99,7 +107,10 @@ mod tests {
 
     #[test]
     fn rejects_cluster_scoped_and_unknown_kinds() {
-        assert_eq!(Kind::from_type("rbac.authorization.k8s.io/v1", "ClusterRole"), None);
+        assert_eq!(
+            Kind::from_type("rbac.authorization.k8s.io/v1", "ClusterRole"),
+            None
+        );
         assert_eq!(Kind::from_type("v1", "Namespace"), None);
         assert_eq!(Kind::from_type("v1", "Secret"), None);
         // A known kind under the wrong group is not the same kind.
@@ -109,7 +120,10 @@ mod tests {
     #[test]
     fn api_resource_has_plural_and_group() {
         let ar = Kind::Deployment.api_resource();
-        assert_eq!((ar.group.as_str(), ar.plural.as_str()), ("apps", "deployments"));
+        assert_eq!(
+            (ar.group.as_str(), ar.plural.as_str()),
+            ("apps", "deployments")
+        );
         assert_eq!(Kind::ServiceAccount.api_resource().api_version, "v1");
     }
 }

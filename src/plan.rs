@@ -45,12 +45,12 @@ pub fn decide(desired: &Stamped, live: Option<&Value>, instance: &str) -> Decisi
 /// absent one, since the API server omits empty fields.
 pub fn contains(live: &Value, desired: &Value) -> bool {
     match (live, desired) {
-        (Value::Object(live), Value::Object(desired)) => desired.iter().all(|(key, want)| {
-            match live.get(key) {
+        (Value::Object(live), Value::Object(desired)) => {
+            desired.iter().all(|(key, want)| match live.get(key) {
                 Some(have) => contains(have, want),
                 None => is_empty(want),
-            }
-        }),
+            })
+        }
         (Value::Array(live), Value::Array(desired)) => {
             live.len() == desired.len() && live.iter().zip(desired).all(|(l, d)| contains(l, d))
         }
@@ -108,7 +108,9 @@ mod tests {
                 "flotilla.dev/instance": "fleet",
                 "flotilla.dev/namespace": "team-a"}},
         });
-        body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
         body
     }
 
@@ -127,15 +129,26 @@ mod tests {
     #[test]
     fn never_claims_what_it_did_not_stamp() {
         let want = stamped(Kind::ConfigMap, "c", ours(json!({"data": {"k": "v"}})));
-        let foreign = json!({"metadata": {"name": "c", "labels": {"app": "mine"}}, "data": {"k": "v"}});
-        assert!(matches!(decide(&want, Some(&foreign), "fleet"), Decision::Conflict(m) if m.contains("not created by flotilla")));
+        let foreign =
+            json!({"metadata": {"name": "c", "labels": {"app": "mine"}}, "data": {"k": "v"}});
+        assert!(
+            matches!(decide(&want, Some(&foreign), "fleet"), Decision::Conflict(m) if m.contains("not created by flotilla"))
+        );
         let unlabelled = json!({"metadata": {"name": "c"}});
-        assert!(matches!(decide(&want, Some(&unlabelled), "fleet"), Decision::Conflict(_)));
+        assert!(matches!(
+            decide(&want, Some(&unlabelled), "fleet"),
+            Decision::Conflict(_)
+        ));
         let other_fleet = ours(json!({}));
-        assert!(matches!(decide(&want, Some(&other_fleet), "other"), Decision::Conflict(_)));
+        assert!(matches!(
+            decide(&want, Some(&other_fleet), "other"),
+            Decision::Conflict(_)
+        ));
         let mut other_ns = ours(json!({}));
         other_ns["metadata"]["labels"]["flotilla.dev/namespace"] = json!("team-b");
-        assert!(matches!(decide(&want, Some(&other_ns), "fleet"), Decision::Conflict(m) if m.contains("team-b")));
+        assert!(
+            matches!(decide(&want, Some(&other_ns), "fleet"), Decision::Conflict(m) if m.contains("team-b"))
+        );
     }
 
     #[test]
@@ -162,7 +175,10 @@ mod tests {
         assert!(!contains(&missing, &desired));
         assert!(contains(&json!({"a": 1.0}), &json!({"a": 1})));
         assert!(!contains(&json!({"a": "1"}), &json!({"a": 1})));
-        assert!(contains(&json!({}), &json!({"apiGroup": "", "m": {}, "n": null})));
+        assert!(contains(
+            &json!({}),
+            &json!({"apiGroup": "", "m": {}, "n": null})
+        ));
         assert!(!contains(&json!({}), &json!({"enabled": false})));
     }
 
@@ -181,7 +197,10 @@ mod tests {
         ];
         assert_eq!(
             prune(&desired, &observed),
-            [key(Kind::Deployment, "old-deploy"), key(Kind::ServiceAccount, "old-sa")]
+            [
+                key(Kind::Deployment, "old-deploy"),
+                key(Kind::ServiceAccount, "old-sa")
+            ]
         );
         assert!(prune(&desired, &[key(Kind::ConfigMap, "keep")]).is_empty());
     }

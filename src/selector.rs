@@ -62,7 +62,10 @@ fn parse_requirement(req: &str) -> Result<Expression, String> {
         return Ok(Expression::DoesNotExist(valid_key(key)?));
     }
     for (op, build) in [
-        ("!=", Expression::NotEqual as fn(String, String) -> Expression),
+        (
+            "!=",
+            Expression::NotEqual as fn(String, String) -> Expression,
+        ),
         ("==", Expression::Equal),
         ("=", Expression::Equal),
     ] {
@@ -112,12 +115,16 @@ pub fn valid_key(key: &str) -> Result<String, String> {
             && prefix.split('.').all(|part| {
                 !part.is_empty()
                     && part.len() <= 63
-                    && part.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                    && part
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
                     && !part.starts_with('-')
                     && !part.ends_with('-')
             });
         if !ok {
-            return Err(format!("label key {key:?}: the prefix must be a DNS subdomain"));
+            return Err(format!(
+                "label key {key:?}: the prefix must be a DNS subdomain"
+            ));
         }
     }
     if name.is_empty() || !is_label_value(name) {
@@ -143,7 +150,9 @@ fn is_label_value(value: &str) -> bool {
     let alnum = |b: u8| b.is_ascii_alphanumeric();
     value.is_empty()
         || (value.len() <= 63
-            && value.bytes().all(|b| alnum(b) || matches!(b, b'-' | b'_' | b'.'))
+            && value
+                .bytes()
+                .all(|b| alnum(b) || matches!(b, b'-' | b'_' | b'.'))
             && value.bytes().next().is_some_and(alnum)
             && value.bytes().last().is_some_and(alnum))
 }
@@ -155,7 +164,10 @@ mod tests {
     use std::collections::BTreeMap;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
@@ -186,7 +198,8 @@ mod tests {
             ("a=b,,c", "requirement 2 is empty"),
             ("env in (a,b", "unbalanced"),
             ("env in a,b", "parentheses"),
-            ("bad key=1", "label key"), ("env within (a)", "expected"),
+            ("bad key=1", "label key"),
+            ("env within (a)", "expected"),
             ("Upper.Case/x=1", "prefix"),
             ("k=has space", "label value"),
             ("k=-lead", "label value"),

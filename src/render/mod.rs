@@ -80,6 +80,7 @@ impl Renderer {
         env.set_undefined_behavior(UndefinedBehavior::Strict);
         // JSON escaping whatever the file is called: it is what keeps values inert.
         env.set_auto_escape_callback(|_| AutoEscape::Json);
+        env.add_filter("yaml", yaml_filter);
         let mut errors = Vec::new();
         let mut files = Vec::new();
         for (file, source) in sources {
@@ -180,6 +181,13 @@ impl Renderer {
             )),
         }
     }
+}
+
+/// `{{ value | yaml }}`: the value as YAML text, emitted as one (quoted) string. For ConfigMap
+/// keys that hold nested YAML, such as Argo's `workflowDefaults`.
+fn yaml_filter(value: Value) -> Result<String, minijinja::Error> {
+    serde_saphyr::to_string(&value)
+        .map_err(|e| minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, e.to_string()))
 }
 
 fn template_error(file: &str, e: &minijinja::Error) -> TemplateError {

@@ -116,15 +116,15 @@ fn map_field<'m>(
 
 /// Names must be DNS subdomains; Services, whose names become DNS labels, must be RFC 1035 labels.
 fn check_name(kind: Kind, name: &str) -> Result<(), String> {
-    let subdomain = name.len() <= 253
-        && name.split('.').all(crate::config::is_dns_label);
+    let subdomain = name.len() <= 253 && name.split('.').all(crate::config::is_dns_label);
     if !subdomain {
         return Err(format!(
             "{kind} name {name:?} is not a valid name (lowercase alphanumerics, '-' and '.', at most 253)"
         ));
     }
     if kind == Kind::Service
-        && !(crate::config::is_dns_label(name) && name.starts_with(|c: char| c.is_ascii_lowercase()))
+        && !(crate::config::is_dns_label(name)
+            && name.starts_with(|c: char| c.is_ascii_lowercase()))
     {
         return Err(format!(
             "Service name {name:?} must be a DNS label: at most 63 lowercase alphanumerics or '-', starting with a letter"
@@ -165,7 +165,10 @@ mod tests {
         assert_eq!(meta["labels"]["flotilla.dev/instance"], "flotilla");
         assert_eq!(meta["labels"]["x"], "y");
         assert_eq!(meta["annotations"]["flotilla.dev/revision"], "rev1");
-        assert_eq!(meta["annotations"]["flotilla.dev/hash"], stamped.hash.as_str());
+        assert_eq!(
+            meta["annotations"]["flotilla.dev/hash"],
+            stamped.hash.as_str()
+        );
         assert_eq!(stamped.body["data"]["k"], "v");
     }
 
@@ -191,27 +194,45 @@ mod tests {
         )
         .unwrap();
         assert_eq!(stamped.key.namespace, "flotilla-system");
-        assert_eq!(stamped.body["metadata"]["labels"]["flotilla.dev/namespace"], "team-a");
+        assert_eq!(
+            stamped.body["metadata"]["labels"]["flotilla.dev/namespace"],
+            "team-a"
+        );
     }
 
     #[test]
     fn refuses_what_it_must_not_stamp() {
         let cases = [
             (json!("just a string"), "mapping"),
-            (json!({"kind": "ConfigMap", "metadata": {"name": "c"}}), "apiVersion"),
+            (
+                json!({"kind": "ConfigMap", "metadata": {"name": "c"}}),
+                "apiVersion",
+            ),
             (
                 json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "x"}}),
                 "not allowed",
             ),
-            (json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}), "not allowed"),
-            (json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "x"}}), "not allowed"),
+            (
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}),
+                "not allowed",
+            ),
+            (
+                json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "x"}}),
+                "not allowed",
+            ),
             (json!({"apiVersion": "v1", "kind": "ConfigMap"}), "metadata"),
             (cm(json!({"namespace": "team-a"})), "metadata.name"),
             (cm(json!({"name": "c", "namespace": "team-b"})), "team-b"),
             (cm(json!({"name": "Bad_Name"})), "valid name"),
-            (cm(json!({"name": "c", "labels": {"n": 1}})), "must be a string"),
+            (
+                cm(json!({"name": "c", "labels": {"n": 1}})),
+                "must be a string",
+            ),
             (cm(json!({"name": "c", "labels": ["a"]})), "mapping"),
-            (cm(json!({"name": "c", "ownerReferences": []})), "ownerReferences"),
+            (
+                cm(json!({"name": "c", "ownerReferences": []})),
+                "ownerReferences",
+            ),
             (
                 json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "9lives"}}),
                 "DNS label",

@@ -41,7 +41,10 @@ fn renders_values_and_namespace_fields() {
     let r = renderer(&[("cm.yaml", CM)]).unwrap();
     let objects = r.render(&ns("team-a", &[("note", "hello")])).unwrap();
     assert_eq!(objects.len(), 1);
-    assert_eq!(objects[0].body["data"], json!({"note": "hello", "image": "ctrl:v1"}));
+    assert_eq!(
+        objects[0].body["data"],
+        json!({"note": "hello", "image": "ctrl:v1"})
+    );
     assert_eq!(objects[0].body["metadata"]["namespace"], "team-a");
 }
 
@@ -79,14 +82,22 @@ fn argo_placeholders_pass_through_raw_blocks() {
 
 #[test]
 fn undefined_variables_are_errors_with_file_line_and_hint() {
-    let template = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  k: {{ workflow.name }}\n";
+    let template =
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  k: {{ workflow.name }}\n";
     let r = renderer(&[("cm.yaml", template)]).unwrap();
     let err = r.render(&ns("team-a", &[])).unwrap_err();
     assert_eq!(err.0.len(), 1);
-    assert_eq!((err.0[0].file.as_str(), err.0[0].line), ("cm.yaml", Some(6)));
+    assert_eq!(
+        (err.0[0].file.as_str(), err.0[0].line),
+        ("cm.yaml", Some(6))
+    );
     assert!(err.to_string().contains("{% raw %}"), "{err}");
-    let missing = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  k: {{ values.nope }}\n";
-    let err = renderer(&[("m.yaml", missing)]).unwrap().render(&ns("a", &[])).unwrap_err();
+    let missing =
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  k: {{ values.nope }}\n";
+    let err = renderer(&[("m.yaml", missing)])
+        .unwrap()
+        .render(&ns("a", &[]))
+        .unwrap_err();
     assert!(err.to_string().starts_with("m.yaml:6: undefined"), "{err}");
 }
 
@@ -105,7 +116,11 @@ fn syntax_errors_of_every_file_are_reported_together() {
 
 #[test]
 fn invalid_yaml_output_names_the_line() {
-    let r = renderer(&[("bad.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: [c\n")]).unwrap();
+    let r = renderer(&[(
+        "bad.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: [c\n",
+    )])
+    .unwrap();
     let err = r.render(&ns("a", &[])).unwrap_err();
     assert_eq!(err.0[0].file, "bad.yaml");
     assert!(err.0[0].line.is_some(), "{err}");
@@ -119,14 +134,24 @@ fn policy_failures_and_duplicates_fail_the_whole_set() {
         .unwrap()
         .render(&ns("a", &[("note", "n")]))
         .unwrap_err();
-    assert!(err.to_string().starts_with("crb.yaml: kind ClusterRoleBinding"), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with("crb.yaml: kind ClusterRoleBinding"),
+        "{err}"
+    );
     let err = renderer(&[("a.yaml", CM), ("b.yaml", CM)])
         .unwrap()
         .render(&ns("a", &[("note", "n")]))
         .unwrap_err();
-    assert!(err.to_string().contains("which a.yaml renders already"), "{err}");
+    assert!(
+        err.to_string().contains("which a.yaml renders already"),
+        "{err}"
+    );
     let two = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\n";
-    let err = renderer(&[("two.yaml", two)]).unwrap().render(&ns("a", &[])).unwrap_err();
+    let err = renderer(&[("two.yaml", two)])
+        .unwrap()
+        .render(&ns("a", &[]))
+        .unwrap_err();
     assert!(err.to_string().contains("2 YAML documents"), "{err}");
 }
 
@@ -163,4 +188,19 @@ fn revision_is_shared_by_namespaces_and_follows_templates() {
     assert_ne!(a[0].hash, b[0].hash);
     let changed = renderer(&[("cm.yaml", &CM.replace("notes", "notes2"))]).unwrap();
     assert_ne!(changed.revision(), r.revision());
+}
+
+#[test]
+fn yaml_filter_embeds_nested_yaml_as_one_string() {
+    let template = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata:\n  defaults: {{ values.nested | yaml }}\n";
+    let sources = vec![("c.yaml".to_string(), template.to_string())];
+    let r = Renderer::new(
+        sources,
+        &config(json!({"nested": {"spec": {"sa": "x\n---"}}})),
+    )
+    .unwrap();
+    let objects = r.render(&ns("a", &[])).unwrap();
+    let text = objects[0].body["data"]["defaults"].as_str().unwrap();
+    let back: serde_json::Value = serde_saphyr::from_str(text).unwrap();
+    assert_eq!(back, json!({"spec": {"sa": "x\n---"}}));
 }
