@@ -1,0 +1,350 @@
+//! Shared set-up: flotilla installed from manifests/, clients, a flotilla process per test, and
+//! polling helpers. Each test runs its own flotilla `instance` with its own selector label, so
+//! no test can see (or reap) another's objects.
+
+use flotilla::kinds::Kind;
+use flotilla::ownership;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, DynamicObject, ListParams, ObjectMeta, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+pub const FLOTILLA_NAMESPACE: &str = "flotilla-system";
+
+pub struct Env {
+    pub admin_kubeconfig: PathBuf,
+    pub flotilla_kubeconfig: PathBuf,
+    pub repo: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+/// Installs flotilla's manifests once per test binary and fetches its ServiceAccount token.
+pub fn env() -> &'static Env {
+    static ENV: OnceLock<Env> = OnceLock::new();
+    ENV.get_or_init(|| {
+        let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        let state = std::env::var("FLOTILLA_E2E_DIR").unwrap_or_else(|_| "/tmp/flotilla-e2e".into());
+        let admin_kubeconfig = PathBuf::from(state).join("admin.kubeconfig");
+        assert!(
+            admin_kubeconfig.exists(),
+            "{} is missing: start the control plane with `e2e/cluster.sh up` (make test does)",
+            admin_kubeconfig.display()
+        );
+        kubectl(&admin_kubeconfig, &["apply", "-k", repo.join("manifests").to_str().unwrap()]);
+        let dir = tempfile::tempdir().unwrap();
+        let token = service_account_token(&admin_kubeconfig);
+        let mut kubeconfig = Kubeconfig::read_from(&admin_kubeconfig).unwrap();
+        for user in &mut kubeconfig.auth_infos {
+            if let Some(auth) = user.auth_info.as_mut() {
+                auth.token = Some(token.clone().into());
+            }
+        }
+        let flotilla_kubeconfig = dir.path().join("flotilla.kubeconfig");
+        std::fs::write(&flotilla_kubeconfig, serde_json::to_string(&kubeconfig).unwrap()).unwrap();
+        Env {
+            admin_kubeconfig,
+            flotilla_kubeconfig,
+            repo,
+            _dir: dir,
+        }
+    })
+}
+
+pub fn kubectl(kubeconfig: &Path, args: &[&str]) -> String {
+    let out = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .output()
+        .expect("kubectl runs");
+    assert!(
+        out.status.success(),
+        "kubectl {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The token the controller-manager's token controller minted for flotilla's ServiceAccount.
+fn service_account_token(admin: &Path) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let ns = ["--namespace", FLOTILLA_NAMESPACE];
+    loop {
+        let secret = kubectl(admin, &[&ns[..], &["get", "serviceaccount", "flotilla", "-o", "jsonpath={.secrets[0].name}"]].concat());
+        if !secret.is_empty() {
+            let template = "go-template={{.data.token | base64decode}}";
+            return kubectl(admin, &[&ns[..], &["get", "secret", &secret, "-o", template]].concat());
+        }
+        assert!(Instant::now() < deadline, "no token secret for flotilla's ServiceAccount");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+pub async fn client_for(kubeconfig: &Path) -> Client {
+    let kubeconfig = Kubeconfig::read_from(kubeconfig).unwrap();
+    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .unwrap();
+    Client::try_from(config).unwrap()
+}
+
+pub async fn admin() -> Client {
+    client_for(&env().admin_kubeconfig).await
+}
+
+/// Polls `check` until it returns Some, or panics naming `what` after 60 s.
+pub async fn eventually<T, F, Fut>(what: &str, check: F) -> T
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    eventually_within(Duration::from_secs(60), what, check).await
+}
+
+pub async fn eventually_within<T, F, Fut>(limit: Duration, what: &str, check: F) -> T
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(start.elapsed() < limit, "timed out after {limit:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// One test's flotilla: its instance name, opt-in label, config and templates.
+pub struct Fleet {
+    pub instance: String,
+    pub label: String,
+    pub templates: PathBuf,
+    pub values: serde_json::Value,
+    dir: tempfile::TempDir,
+}
+
+impl Fleet {
+    /// A fleet using the repository's templates and values, opted in by `e2e.flotilla.dev/<name>=on`.
+    pub fn new(name: &str) -> Fleet {
+        let dir = tempfile::tempdir().unwrap();
+        let templates = dir.path().join("templates");
+        std::fs::create_dir(&templates).unwrap();
+        for entry in std::fs::read_dir(env().repo.join("templates")).unwrap() {
+            let entry = entry.unwrap();
+            std::fs::copy(entry.path(), templates.join(entry.file_name())).unwrap();
+        }
+        let repo_config: serde_json::Value = serde_saphyr::from_str(
+            &std::fs::read_to_string(env().repo.join("flotilla.yaml")).unwrap(),
+        )
+        .unwrap();
+        Fleet {
+            instance: format!("e2e-{name}"),
+            label: format!("e2e.flotilla.dev/{name}"),
+            templates,
+            values: repo_config["values"].clone(),
+            dir,
+        }
+    }
+
+    pub fn add_template(&self, file: &str, source: &str) {
+        std::fs::write(self.templates.join(file), source).unwrap();
+    }
+
+    pub fn remove_template(&self, file: &str) {
+        std::fs::remove_file(self.templates.join(file)).unwrap();
+    }
+
+    /// Writes the config file for the current templates and values.
+    pub fn config_file(&self) -> PathBuf {
+        let config = serde_json::json!({
+            "selector": format!("{}=on", self.label),
+            "templates": self.templates,
+            "namespace": FLOTILLA_NAMESPACE,
+            "instance": self.instance,
+            "concurrency": 8,
+            "values": self.values,
+        });
+        let path = self.dir.path().join("flotilla.yaml");
+        std::fs::write(&path, config.to_string()).unwrap();
+        path
+    }
+
+    pub fn start(&self) -> Flotilla {
+        Flotilla::start(&self.config_file(), &self.dir.path().join(format!("{}.log", self.instance)))
+    }
+
+    /// `flotilla render` for an opted-in namespace, parsed.
+    pub fn render(&self, namespace: &str, annotations: &[(&str, &str)]) -> Vec<serde_json::Value> {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_flotilla"));
+        cmd.arg("render")
+            .arg("--config")
+            .arg(self.config_file())
+            .args(["--namespace", namespace, "--label", &format!("{}=on", self.label)]);
+        for (k, v) in annotations {
+            cmd.args(["--annotation", &format!("{k}={v}")]);
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "render: {}", String::from_utf8_lossy(&out.stderr));
+        serde_saphyr::from_multiple(&String::from_utf8(out.stdout).unwrap()).unwrap()
+    }
+
+    /// Creates a namespace carrying this fleet's opt-in label (value `on`) or not.
+    pub async fn namespace(&self, client: &Client, name: &str, opted_in: bool) -> Namespace {
+        let mut labels = BTreeMap::new();
+        if opted_in {
+            labels.insert(self.label.clone(), "on".to_string());
+        }
+        create_namespace(client, name, labels, BTreeMap::new()).await
+    }
+
+    pub fn opt_in_patch(&self, value: Option<&str>) -> serde_json::Value {
+        serde_json::json!({"metadata": {"labels": {self.label.clone(): value}}})
+    }
+
+    /// Every object this fleet stamped for `namespace`, of every kind, wherever it lives.
+    pub async fn stamped_for(&self, client: &Client, namespace: &str) -> Vec<DynamicObject> {
+        let selector = format!(
+            "{},{}={namespace}",
+            ownership::watch_selector(&self.instance),
+            ownership::FOR_NAMESPACE
+        );
+        let mut all = Vec::new();
+        for kind in Kind::ALL {
+            let api: Api<DynamicObject> = Api::all_with(client.clone(), &kind.api_resource());
+            let list = api.list(&ListParams::default().labels(&selector)).await.unwrap();
+            // List items come without their type; put it back for the callers.
+            all.extend(list.items.into_iter().map(|mut obj| {
+                obj.types = Some(kube::core::TypeMeta {
+                    api_version: kind.api_version(),
+                    kind: kind.name().into(),
+                });
+                obj
+            }));
+        }
+        all
+    }
+
+    /// Waits until exactly the rendered set for `namespace` is stamped.
+    pub async fn wait_stamped(&self, client: &Client, namespace: &str) -> Vec<DynamicObject> {
+        let want = self.render(namespace, &[]).len();
+        eventually(&format!("{want} objects stamped for {namespace}"), || async {
+            let have = self.stamped_for(client, namespace).await;
+            (have.len() == want).then_some(have)
+        })
+        .await
+    }
+
+    pub async fn wait_reaped(&self, client: &Client, namespace: &str) {
+        eventually(&format!("everything stamped for {namespace} reaped"), || async {
+            self.stamped_for(client, namespace).await.is_empty().then_some(())
+        })
+        .await
+    }
+}
+
+pub async fn create_namespace(
+    client: &Client,
+    name: &str,
+    labels: BTreeMap<String, String>,
+    annotations: BTreeMap<String, String>,
+) -> Namespace {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let ns = Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels: Some(labels),
+            annotations: Some(annotations),
+            ..ObjectMeta::default()
+        },
+        ..Namespace::default()
+    };
+    // A namespace left over from an earlier run on the same cluster is deleted first.
+    if namespaces.get_opt(name).await.unwrap().is_some() {
+        let _ = namespaces.delete(name, &Default::default()).await;
+        eventually_within(Duration::from_secs(120), &format!("stale namespace {name} gone"), || async {
+            namespaces.get_opt(name).await.ok()?.is_none().then_some(())
+        })
+        .await;
+    }
+    namespaces.create(&PostParams::default(), &ns).await.unwrap()
+}
+
+/// A running `flotilla run`; killed when dropped.
+pub struct Flotilla {
+    child: Child,
+    pub log: PathBuf,
+}
+
+impl Flotilla {
+    pub fn start(config: &Path, log: &Path) -> Flotilla {
+        let out = std::fs::File::create(log).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_flotilla"))
+            .args(["run", "--config"])
+            .arg(config)
+            .env("KUBECONFIG", &env().flotilla_kubeconfig)
+            .env("RUST_LOG", "info,flotilla=debug")
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .unwrap();
+        Flotilla {
+            child,
+            log: log.to_path_buf(),
+        }
+    }
+
+    pub fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Waits for a log line containing `needle` (e.g. "initial sync complete").
+    pub async fn wait_log(&self, needle: &str) {
+        eventually(&format!("flotilla to log {needle:?}"), || async {
+            self.logs().contains(needle).then_some(())
+        })
+        .await
+    }
+
+    /// SIGTERM, as Kubernetes stops a pod, then reap the process.
+    pub fn stop(mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Flotilla {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Write requests (POST, PUT, PATCH, DELETE) the API server has served for `resources`,
+/// from its own `apiserver_request_total` counter.
+pub async fn write_requests(client: &Client, resources: &[&str]) -> u64 {
+    let request = http::Request::get("/metrics").body(Vec::new()).unwrap();
+    let text = client.request_text(request).await.unwrap();
+    text.lines()
+        .filter(|l| l.starts_with("apiserver_request_total{"))
+        .filter(|l| ["POST", "PUT", "PATCH", "DELETE"].iter().any(|v| l.contains(&format!("verb=\"{v}\""))))
+        .filter(|l| resources.iter().any(|r| l.contains(&format!("resource=\"{r}\""))))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}

@@ -1,0 +1,6 @@
+//! End-to-end tests against the real local control plane from `e2e/cluster.sh` (etcd,
+//! kube-apiserver, kube-controller-manager). flotilla runs as a process under the token of its
+//! own ServiceAccount, bound to the ClusterRole from manifests/. Run with `make test`.
+
+mod harness;
+mod scenarios;

@@ -1,0 +1,351 @@
+//! The behaviours a cluster admin relies on, each against the real control plane.
+
+use crate::harness::*;
+use flotilla::plan::contains;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, ResourceExt};
+use kube::core::ObjectMeta;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+fn merge(value: serde_json::Value) -> Patch<serde_json::Value> {
+    Patch::Merge(value)
+}
+
+async fn delete_namespaces(client: &kube::Client, names: &[&str]) {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    for name in names {
+        let _ = namespaces.delete(name, &DeleteParams::default()).await;
+    }
+}
+
+#[tokio::test]
+async fn opt_in_stamps_every_templated_object_as_rendered() {
+    let client = admin().await;
+    let fleet = Fleet::new("optin");
+    let flotilla = fleet.start();
+    fleet.namespace(&client, "optin-a", true).await;
+    let live = fleet.wait_stamped(&client, "optin-a").await;
+    let rendered = fleet.render("optin-a", &[]);
+    assert_eq!(live.len(), 9, "the default templates stamp 9 objects");
+    // What `flotilla render` prints is what is live, field for field.
+    for want in &rendered {
+        let name = want["metadata"]["name"].as_str().unwrap();
+        let kind = want["kind"].as_str().unwrap();
+        let have = live
+            .iter()
+            .find(|o| o.name_any() == name && o.types.as_ref().unwrap().kind == kind)
+            .unwrap_or_else(|| panic!("{kind} {name} not stamped"));
+        let have = serde_json::to_value(have).unwrap();
+        assert!(contains(&have, want), "live {kind} {name} differs from render:\n{have:#}");
+    }
+    let deploys: Api<Deployment> = Api::namespaced(client.clone(), "optin-a");
+    let deploy = deploys.get("workflow-controller").await.unwrap();
+    let container = &deploy.spec.template.spec.unwrap().containers[0];
+    assert_eq!(container.image.as_deref(), Some("quay.io/argoproj/workflow-controller:v4.1.2"));
+    let args = container.args.clone().unwrap();
+    assert!(args.contains(&"--managed-namespace=optin-a".to_string()), "{args:?}");
+    assert!(args.contains(&"--executor-image=quay.io/argoproj/argoexec:v4.1.2".to_string()));
+    let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), "optin-a");
+    let binding = bindings.get("argo-binding").await.unwrap();
+    assert_eq!(binding.subjects.unwrap()[0].namespace.as_deref(), Some("optin-a"));
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "optin-a");
+    let cm = cms.get("workflow-controller-configmap").await.unwrap();
+    assert_eq!(cm.data.unwrap()["instanceID"], "optin-a");
+    // A namespace without the label gets nothing.
+    fleet.namespace(&client, "optin-b", false).await;
+    flotilla.wait_log("initial sync complete").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(fleet.stamped_for(&client, "optin-b").await.is_empty());
+    delete_namespaces(&client, &["optin-a", "optin-b"]).await;
+}
+
+#[tokio::test]
+async fn opt_out_by_removing_or_changing_the_label_reaps_everything() {
+    let client = admin().await;
+    let fleet = Fleet::new("optout");
+    let _flotilla = fleet.start();
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    for name in ["optout-removed", "optout-changed"] {
+        fleet.namespace(&client, name, true).await;
+    }
+    for name in ["optout-removed", "optout-changed"] {
+        fleet.wait_stamped(&client, name).await;
+    }
+    let pp = PatchParams::default();
+    namespaces
+        .patch("optout-removed", &pp, &merge(fleet.opt_in_patch(None)))
+        .await
+        .unwrap();
+    namespaces
+        .patch("optout-changed", &pp, &merge(fleet.opt_in_patch(Some("off"))))
+        .await
+        .unwrap();
+    for name in ["optout-removed", "optout-changed"] {
+        fleet.wait_reaped(&client, name).await;
+        // The namespace itself is never touched.
+        assert!(namespaces.get(name).await.is_ok());
+    }
+    // Opting in again stamps everything again.
+    namespaces
+        .patch("optout-changed", &pp, &merge(fleet.opt_in_patch(Some("on"))))
+        .await
+        .unwrap();
+    fleet.wait_stamped(&client, "optout-changed").await;
+    delete_namespaces(&client, &["optout-removed", "optout-changed"]).await;
+}
+
+const OUTSIDE: &str = r#"# Lives in flotilla's own namespace, outside the one it is stamped for.
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ namespace.name ~ "-fleet-entry" }}
+  namespace: {{ flotilla.namespace }}
+data:
+  namespace: {{ namespace.name }}
+"#;
+
+#[tokio::test]
+async fn deleting_the_namespace_reaps_everything_also_outside_it() {
+    let client = admin().await;
+    let fleet = Fleet::new("nsdelete");
+    fleet.add_template("outside.yaml", OUTSIDE);
+    let _flotilla = fleet.start();
+    fleet.namespace(&client, "nsdelete-a", true).await;
+    let stamped = fleet.wait_stamped(&client, "nsdelete-a").await;
+    let outside: Api<ConfigMap> = Api::namespaced(client.clone(), FLOTILLA_NAMESPACE);
+    assert!(stamped.iter().any(|o| o.namespace().as_deref() == Some(FLOTILLA_NAMESPACE)));
+    assert!(outside.get("nsdelete-a-fleet-entry").await.is_ok());
+    delete_namespaces(&client, &["nsdelete-a"]).await;
+    fleet.wait_reaped(&client, "nsdelete-a").await;
+    assert!(outside.get_opt("nsdelete-a-fleet-entry").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn drift_is_repaired_deleted_objects_return_and_edits_are_reverted() {
+    let client = admin().await;
+    let fleet = Fleet::new("drift");
+    let flotilla = fleet.start();
+    fleet.namespace(&client, "drift-a", true).await;
+    fleet.wait_stamped(&client, "drift-a").await;
+    let deploys: Api<Deployment> = Api::namespaced(client.clone(), "drift-a");
+    let original = deploys.get("workflow-controller").await.unwrap();
+
+    deploys.delete("workflow-controller", &DeleteParams::default()).await.unwrap();
+    let recreated = eventually("the deleted Deployment to come back", || async {
+        let d = deploys.get_opt("workflow-controller").await.ok()??;
+        (d.uid() != original.uid()).then_some(d)
+    })
+    .await;
+    assert_eq!(recreated.spec, original.spec);
+
+    // A tenant edits the image with a plain update, as `kubectl edit` would.
+    let edit = serde_json::json!({"spec": {"template": {"spec": {"containers": [
+        {"name": "workflow-controller", "image": "attacker/controller:evil"}]}}}});
+    deploys
+        .patch("workflow-controller", &PatchParams::default(), &Patch::Strategic(edit))
+        .await
+        .unwrap();
+    eventually("the edited image to be reverted", || async {
+        let d = deploys.get("workflow-controller").await.ok()?;
+        let image = d.spec.template.spec?.containers[0].image.clone()?;
+        (image == "quay.io/argoproj/workflow-controller:v4.1.2").then_some(())
+    })
+    .await;
+
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "drift-a");
+    cms.patch(
+        "workflow-controller-configmap",
+        &PatchParams::default(),
+        &merge(serde_json::json!({"data": {"instanceID": "hijacked"}})),
+    )
+    .await
+    .unwrap();
+    eventually("the edited ConfigMap to be reverted", || async {
+        let cm = cms.get("workflow-controller-configmap").await.ok()?;
+        (cm.data?["instanceID"] == "drift-a").then_some(())
+    })
+    .await;
+    assert!(flotilla.logs().contains("drift repaired"));
+    delete_namespaces(&client, &["drift-a"]).await;
+}
+
+#[tokio::test]
+async fn an_object_flotilla_did_not_stamp_is_never_touched() {
+    let client = admin().await;
+    let fleet = Fleet::new("collide");
+    fleet.namespace(&client, "collide-a", false).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "collide-a");
+    let theirs = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some("workflow-controller-configmap".into()),
+            labels: Some(BTreeMap::from([("owner".into(), "team".into())])),
+            ..ObjectMeta::default()
+        },
+        data: Some(BTreeMap::from([("instanceID".into(), "theirs".into())])),
+        ..ConfigMap::default()
+    };
+    let before = cms.create(&PostParams::default(), &theirs).await.unwrap();
+    let flotilla = fleet.start();
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces
+        .patch("collide-a", &PatchParams::default(), &merge(fleet.opt_in_patch(Some("on"))))
+        .await
+        .unwrap();
+    // Everything else is stamped; the colliding name is reported, not taken over.
+    eventually("the rest of the set to be stamped", || async {
+        let n = fleet.stamped_for(&client, "collide-a").await.len();
+        (n == fleet.render("collide-a", &[]).len() - 1).then_some(())
+    })
+    .await;
+    flotilla.wait_log("not created by flotilla").await;
+    let after = cms.get("workflow-controller-configmap").await.unwrap();
+    assert_eq!(after.resource_version(), before.resource_version());
+    assert_eq!(after.data, before.data);
+    assert_eq!(after.metadata.labels, before.metadata.labels);
+    // Opting out reaps what flotilla stamped and still leaves theirs alone.
+    namespaces
+        .patch("collide-a", &PatchParams::default(), &merge(fleet.opt_in_patch(None)))
+        .await
+        .unwrap();
+    fleet.wait_reaped(&client, "collide-a").await;
+    let kept = cms.get("workflow-controller-configmap").await.unwrap();
+    assert_eq!(kept.resource_version(), before.resource_version());
+    delete_namespaces(&client, &["collide-a"]).await;
+}
+
+#[tokio::test]
+async fn template_and_values_changes_roll_out_to_every_namespace() {
+    let client = admin().await;
+    let mut fleet = Fleet::new("rollout");
+    let names = ["rollout-a", "rollout-b", "rollout-c"];
+    let flotilla = fleet.start();
+    for name in names {
+        fleet.namespace(&client, name, true).await;
+    }
+    for name in names {
+        fleet.wait_stamped(&client, name).await;
+    }
+    flotilla.stop();
+
+    fleet.values["controllerImage"] = "quay.io/argoproj/workflow-controller:v4.1.1".into();
+    fleet.remove_template("controller-metrics-service.yaml");
+    let role = std::fs::read_to_string(fleet.templates.join("executor-role.yaml")).unwrap();
+    fleet.add_template("executor-role.yaml", &role.replace("[create, patch]", "[create, patch, get]"));
+    let _flotilla = fleet.start();
+    for name in names {
+        let deploys: Api<Deployment> = Api::namespaced(client.clone(), name);
+        eventually(&format!("the new image in {name}"), || async {
+            let d = deploys.get("workflow-controller").await.ok()?;
+            let image = d.spec.template.spec?.containers[0].image.clone()?;
+            image.ends_with(":v4.1.1").then_some(())
+        })
+        .await;
+        let roles: Api<k8s_openapi::api::rbac::v1::Role> = Api::namespaced(client.clone(), name);
+        eventually(&format!("the new Role rules in {name}"), || async {
+            let role = roles.get("argo-workflow").await.ok()?;
+            (role.rules?[0].verbs.len() == 3).then_some(())
+        })
+        .await;
+        // A template that is gone takes its objects with it.
+        let services: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(client.clone(), name);
+        eventually(&format!("the metrics Service pruned in {name}"), || async {
+            services.get_opt("workflow-controller-metrics").await.ok()?.is_none().then_some(())
+        })
+        .await;
+        let stamped = fleet.wait_stamped(&client, name).await;
+        let revisions: std::collections::BTreeSet<_> = stamped
+            .iter()
+            .map(|o| o.annotations()["flotilla.dev/revision"].clone())
+            .collect();
+        assert_eq!(revisions.len(), 1, "one revision across {name}: {revisions:?}");
+    }
+    delete_namespaces(&client, &names).await;
+}
+
+/// Waits until no namespace is terminating and the API server's write counter holds still, so
+/// that the controller-manager's own cleanup of earlier tests is not counted.
+async fn quiet_write_count(client: &kube::Client, resources: &[&str]) -> u64 {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    eventually_within(Duration::from_secs(180), "earlier namespaces to finish terminating", || async {
+        let list = namespaces.list(&Default::default()).await.ok()?;
+        list.items
+            .iter()
+            .all(|ns| ns.metadata.deletion_timestamp.is_none())
+            .then_some(())
+    })
+    .await;
+    let mut last = write_requests(client, resources).await;
+    loop {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let now = write_requests(client, resources).await;
+        if now == last {
+            return now;
+        }
+        last = now;
+    }
+}
+
+#[tokio::test]
+async fn a_restart_with_nothing_changed_makes_zero_writes() {
+    let client = admin().await;
+    let fleet = Fleet::new("restart");
+    let names: Vec<String> = (0..50).map(|i| format!("restart-{i:02}")).collect();
+    for name in &names {
+        fleet.namespace(&client, name, true).await;
+    }
+    let flotilla = fleet.start();
+    for name in &names {
+        fleet.wait_stamped(&client, name).await;
+    }
+    flotilla.wait_log("initial sync complete").await;
+    flotilla.stop();
+
+    let resources = [
+        "serviceaccounts", "configmaps", "roles", "rolebindings", "services", "deployments", "namespaces",
+    ];
+    let before = quiet_write_count(&client, &resources).await;
+    let restarted = fleet.start();
+    restarted.wait_log("initial sync complete").await;
+    // Let any late watch event be processed too.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let after = write_requests(&client, &resources).await;
+    println!("write requests during a restart with 50 opted-in namespaces: {}", after - before);
+    assert_eq!(after - before, 0, "a restart with nothing changed must not write");
+    assert!(!restarted.logs().contains("created"), "nothing was created");
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    delete_namespaces(&client, &refs).await;
+}
+
+const NOTE: &str = r#"apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: team-note
+data:
+  note: {{ namespace.annotations["e2e.flotilla.dev/note"] }}
+  argo: {% raw %}"{{workflow.name}}"{% endraw %}
+"#;
+
+#[tokio::test]
+async fn an_injection_payload_in_an_annotation_adds_no_objects_or_fields() {
+    let client = admin().await;
+    let fleet = Fleet::new("inject");
+    fleet.add_template("note.yaml", NOTE);
+    let _flotilla = fleet.start();
+    let payload = "x\"\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: inject-pwned\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}\nsubjects: [{kind: Group, name: system:authenticated, apiGroup: rbac.authorization.k8s.io}]\n{{ values }} {% raw %}\nextra: field";
+    let labels = BTreeMap::from([(format!("{}", fleet.label), "on".to_string())]);
+    let annotations = BTreeMap::from([("e2e.flotilla.dev/note".to_string(), payload.to_string())]);
+    create_namespace(&client, "inject-a", labels, annotations).await;
+    let stamped = fleet.wait_stamped(&client, "inject-a").await;
+    assert_eq!(stamped.len(), 10, "the default set plus the note, nothing more");
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "inject-a");
+    let data = cms.get("team-note").await.unwrap().data.unwrap();
+    assert_eq!(data.len(), 2, "{data:?}");
+    assert_eq!(data["note"], payload);
+    assert_eq!(data["argo"], "{{workflow.name}}");
+    let crbs: Api<ClusterRoleBinding> = Api::all(client.clone());
+    assert!(crbs.get_opt("inject-pwned").await.unwrap().is_none());
+    delete_namespaces(&client, &["inject-a"]).await;
+}
