@@ -56,6 +56,8 @@ fn split_requirements(input: &str) -> Result<Vec<&str>, String> {
     Ok(parts)
 }
 
+type SetOp = fn(String, BTreeSet<String>) -> Expression;
+
 fn parse_requirement(req: &str) -> Result<Expression, String> {
     if let Some(key) = req.strip_prefix('!') {
         let key = key.trim();
@@ -78,16 +80,15 @@ fn parse_requirement(req: &str) -> Result<Expression, String> {
         [key] => Ok(Expression::Exists(valid_key(key)?)),
         [key, rest] => {
             let rest = rest.trim_start();
-            let (set_op, list): (fn(String, BTreeSet<String>) -> Expression, &str) =
-                if let Some(list) = rest.strip_prefix("notin") {
-                    (Expression::NotIn, list)
-                } else if let Some(list) = rest.strip_prefix("in") {
-                    (Expression::In, list)
-                } else {
-                    return Err(format!(
-                        "{req:?}: expected `=`, `==`, `!=`, `in (…)` or `notin (…)`"
-                    ));
-                };
+            let (set_op, list): (SetOp, &str) = if let Some(list) = rest.strip_prefix("notin") {
+                (Expression::NotIn, list)
+            } else if let Some(list) = rest.strip_prefix("in") {
+                (Expression::In, list)
+            } else {
+                return Err(format!(
+                    "{req:?}: expected `=`, `==`, `!=`, `in (…)` or `notin (…)`"
+                ));
+            };
             let values = list
                 .trim()
                 .strip_prefix('(')

@@ -29,14 +29,18 @@ pub fn env() -> &'static Env {
     static ENV: OnceLock<Env> = OnceLock::new();
     ENV.get_or_init(|| {
         let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-        let state = std::env::var("FLOTILLA_E2E_DIR").unwrap_or_else(|_| "/tmp/flotilla-e2e".into());
+        let state =
+            std::env::var("FLOTILLA_E2E_DIR").unwrap_or_else(|_| "/tmp/flotilla-e2e".into());
         let admin_kubeconfig = PathBuf::from(state).join("admin.kubeconfig");
         assert!(
             admin_kubeconfig.exists(),
             "{} is missing: start the control plane with `e2e/cluster.sh up` (make test does)",
             admin_kubeconfig.display()
         );
-        kubectl(&admin_kubeconfig, &["apply", "-k", repo.join("manifests").to_str().unwrap()]);
+        kubectl(
+            &admin_kubeconfig,
+            &["apply", "-k", repo.join("manifests").to_str().unwrap()],
+        );
         let dir = tempfile::tempdir().unwrap();
         let token = service_account_token(&admin_kubeconfig);
         let mut kubeconfig = Kubeconfig::read_from(&admin_kubeconfig).unwrap();
@@ -46,7 +50,11 @@ pub fn env() -> &'static Env {
             }
         }
         let flotilla_kubeconfig = dir.path().join("flotilla.kubeconfig");
-        std::fs::write(&flotilla_kubeconfig, serde_json::to_string(&kubeconfig).unwrap()).unwrap();
+        std::fs::write(
+            &flotilla_kubeconfig,
+            serde_json::to_string(&kubeconfig).unwrap(),
+        )
+        .unwrap();
         Env {
             admin_kubeconfig,
             flotilla_kubeconfig,
@@ -76,12 +84,31 @@ fn service_account_token(admin: &Path) -> String {
     let deadline = Instant::now() + Duration::from_secs(60);
     let ns = ["--namespace", FLOTILLA_NAMESPACE];
     loop {
-        let secret = kubectl(admin, &[&ns[..], &["get", "serviceaccount", "flotilla", "-o", "jsonpath={.secrets[0].name}"]].concat());
+        let secret = kubectl(
+            admin,
+            &[
+                &ns[..],
+                &[
+                    "get",
+                    "serviceaccount",
+                    "flotilla",
+                    "-o",
+                    "jsonpath={.secrets[0].name}",
+                ],
+            ]
+            .concat(),
+        );
         if !secret.is_empty() {
             let template = "go-template={{.data.token | base64decode}}";
-            return kubectl(admin, &[&ns[..], &["get", "secret", &secret, "-o", template]].concat());
+            return kubectl(
+                admin,
+                &[&ns[..], &["get", "secret", &secret, "-o", template]].concat(),
+            );
         }
-        assert!(Instant::now() < deadline, "no token secret for flotilla's ServiceAccount");
+        assert!(
+            Instant::now() < deadline,
+            "no token secret for flotilla's ServiceAccount"
+        );
         std::thread::sleep(Duration::from_millis(250));
     }
 }
@@ -117,7 +144,10 @@ where
         if let Some(value) = check().await {
             return value;
         }
-        assert!(start.elapsed() < limit, "timed out after {limit:?} waiting for {what}");
+        assert!(
+            start.elapsed() < limit,
+            "timed out after {limit:?} waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
@@ -178,7 +208,10 @@ impl Fleet {
     }
 
     pub fn start(&self) -> Flotilla {
-        Flotilla::start(&self.config_file(), &self.dir.path().join(format!("{}.log", self.instance)))
+        Flotilla::start(
+            &self.config_file(),
+            &self.dir.path().join(format!("{}.log", self.instance)),
+        )
     }
 
     /// `flotilla render` for an opted-in namespace, parsed.
@@ -187,12 +220,21 @@ impl Fleet {
         cmd.arg("render")
             .arg("--config")
             .arg(self.config_file())
-            .args(["--namespace", namespace, "--label", &format!("{}=on", self.label)]);
+            .args([
+                "--namespace",
+                namespace,
+                "--label",
+                &format!("{}=on", self.label),
+            ]);
         for (k, v) in annotations {
             cmd.args(["--annotation", &format!("{k}={v}")]);
         }
         let out = cmd.output().unwrap();
-        assert!(out.status.success(), "render: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "render: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         serde_saphyr::from_multiple(&String::from_utf8(out.stdout).unwrap()).unwrap()
     }
 
@@ -219,7 +261,10 @@ impl Fleet {
         let mut all = Vec::new();
         for kind in Kind::ALL {
             let api: Api<DynamicObject> = Api::all_with(client.clone(), &kind.api_resource());
-            let list = api.list(&ListParams::default().labels(&selector)).await.unwrap();
+            let list = api
+                .list(&ListParams::default().labels(&selector))
+                .await
+                .unwrap();
             // List items come without their type; put it back for the callers.
             all.extend(list.items.into_iter().map(|mut obj| {
                 obj.types = Some(kube::core::TypeMeta {
@@ -234,18 +279,36 @@ impl Fleet {
 
     /// Waits until exactly the rendered set for `namespace` is stamped.
     pub async fn wait_stamped(&self, client: &Client, namespace: &str) -> Vec<DynamicObject> {
-        let want = self.render(namespace, &[]).len();
-        eventually(&format!("{want} objects stamped for {namespace}"), || async {
-            let have = self.stamped_for(client, namespace).await;
-            (have.len() == want).then_some(have)
-        })
+        self.wait_stamped_annotated(client, namespace, &[]).await
+    }
+
+    pub async fn wait_stamped_annotated(
+        &self,
+        client: &Client,
+        namespace: &str,
+        annotations: &[(&str, &str)],
+    ) -> Vec<DynamicObject> {
+        let want = self.render(namespace, annotations).len();
+        eventually(
+            &format!("{want} objects stamped for {namespace}"),
+            || async {
+                let have = self.stamped_for(client, namespace).await;
+                (have.len() == want).then_some(have)
+            },
+        )
         .await
     }
 
     pub async fn wait_reaped(&self, client: &Client, namespace: &str) {
-        eventually(&format!("everything stamped for {namespace} reaped"), || async {
-            self.stamped_for(client, namespace).await.is_empty().then_some(())
-        })
+        eventually(
+            &format!("everything stamped for {namespace} reaped"),
+            || async {
+                self.stamped_for(client, namespace)
+                    .await
+                    .is_empty()
+                    .then_some(())
+            },
+        )
         .await
     }
 }
@@ -269,12 +332,17 @@ pub async fn create_namespace(
     // A namespace left over from an earlier run on the same cluster is deleted first.
     if namespaces.get_opt(name).await.unwrap().is_some() {
         let _ = namespaces.delete(name, &Default::default()).await;
-        eventually_within(Duration::from_secs(120), &format!("stale namespace {name} gone"), || async {
-            namespaces.get_opt(name).await.ok()?.is_none().then_some(())
-        })
+        eventually_within(
+            Duration::from_secs(120),
+            &format!("stale namespace {name} gone"),
+            || async { namespaces.get_opt(name).await.ok()?.is_none().then_some(()) },
+        )
         .await;
     }
-    namespaces.create(&PostParams::default(), &ns).await.unwrap()
+    namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap()
 }
 
 /// A running `flotilla run`; killed when dropped.
@@ -343,8 +411,16 @@ pub async fn write_requests(client: &Client, resources: &[&str]) -> u64 {
     let text = client.request_text(request).await.unwrap();
     text.lines()
         .filter(|l| l.starts_with("apiserver_request_total{"))
-        .filter(|l| ["POST", "PUT", "PATCH", "DELETE"].iter().any(|v| l.contains(&format!("verb=\"{v}\""))))
-        .filter(|l| resources.iter().any(|r| l.contains(&format!("resource=\"{r}\""))))
+        .filter(|l| {
+            ["POST", "PUT", "PATCH", "DELETE"]
+                .iter()
+                .any(|v| l.contains(&format!("verb=\"{v}\"")))
+        })
+        .filter(|l| {
+            resources
+                .iter()
+                .any(|r| l.contains(&format!("resource=\"{r}\"")))
+        })
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum::<f64>() as u64
 }

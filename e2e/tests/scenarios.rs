@@ -39,18 +39,30 @@ async fn opt_in_stamps_every_templated_object_as_rendered() {
             .find(|o| o.name_any() == name && o.types.as_ref().unwrap().kind == kind)
             .unwrap_or_else(|| panic!("{kind} {name} not stamped"));
         let have = serde_json::to_value(have).unwrap();
-        assert!(contains(&have, want), "live {kind} {name} differs from render:\n{have:#}");
+        assert!(
+            contains(&have, want),
+            "live {kind} {name} differs from render:\n{have:#}"
+        );
     }
     let deploys: Api<Deployment> = Api::namespaced(client.clone(), "optin-a");
     let deploy = deploys.get("workflow-controller").await.unwrap();
     let container = &deploy.spec.template.spec.unwrap().containers[0];
-    assert_eq!(container.image.as_deref(), Some("quay.io/argoproj/workflow-controller:v4.1.2"));
+    assert_eq!(
+        container.image.as_deref(),
+        Some("quay.io/argoproj/workflow-controller:v4.1.2")
+    );
     let args = container.args.clone().unwrap();
-    assert!(args.contains(&"--managed-namespace=optin-a".to_string()), "{args:?}");
+    assert!(
+        args.contains(&"--managed-namespace=optin-a".to_string()),
+        "{args:?}"
+    );
     assert!(args.contains(&"--executor-image=quay.io/argoproj/argoexec:v4.1.2".to_string()));
     let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), "optin-a");
     let binding = bindings.get("argo-binding").await.unwrap();
-    assert_eq!(binding.subjects.unwrap()[0].namespace.as_deref(), Some("optin-a"));
+    assert_eq!(
+        binding.subjects.unwrap()[0].namespace.as_deref(),
+        Some("optin-a")
+    );
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "optin-a");
     let cm = cms.get("workflow-controller-configmap").await.unwrap();
     assert_eq!(cm.data.unwrap()["instanceID"], "optin-a");
@@ -80,7 +92,11 @@ async fn opt_out_by_removing_or_changing_the_label_reaps_everything() {
         .await
         .unwrap();
     namespaces
-        .patch("optout-changed", &pp, &merge(fleet.opt_in_patch(Some("off"))))
+        .patch(
+            "optout-changed",
+            &pp,
+            &merge(fleet.opt_in_patch(Some("off"))),
+        )
         .await
         .unwrap();
     for name in ["optout-removed", "optout-changed"] {
@@ -90,7 +106,11 @@ async fn opt_out_by_removing_or_changing_the_label_reaps_everything() {
     }
     // Opting in again stamps everything again.
     namespaces
-        .patch("optout-changed", &pp, &merge(fleet.opt_in_patch(Some("on"))))
+        .patch(
+            "optout-changed",
+            &pp,
+            &merge(fleet.opt_in_patch(Some("on"))),
+        )
         .await
         .unwrap();
     fleet.wait_stamped(&client, "optout-changed").await;
@@ -116,11 +136,21 @@ async fn deleting_the_namespace_reaps_everything_also_outside_it() {
     fleet.namespace(&client, "nsdelete-a", true).await;
     let stamped = fleet.wait_stamped(&client, "nsdelete-a").await;
     let outside: Api<ConfigMap> = Api::namespaced(client.clone(), FLOTILLA_NAMESPACE);
-    assert!(stamped.iter().any(|o| o.namespace().as_deref() == Some(FLOTILLA_NAMESPACE)));
+    assert!(
+        stamped
+            .iter()
+            .any(|o| o.namespace().as_deref() == Some(FLOTILLA_NAMESPACE))
+    );
     assert!(outside.get("nsdelete-a-fleet-entry").await.is_ok());
     delete_namespaces(&client, &["nsdelete-a"]).await;
     fleet.wait_reaped(&client, "nsdelete-a").await;
-    assert!(outside.get_opt("nsdelete-a-fleet-entry").await.unwrap().is_none());
+    assert!(
+        outside
+            .get_opt("nsdelete-a-fleet-entry")
+            .await
+            .unwrap()
+            .is_none()
+    );
 }
 
 #[tokio::test]
@@ -133,7 +163,10 @@ async fn drift_is_repaired_deleted_objects_return_and_edits_are_reverted() {
     let deploys: Api<Deployment> = Api::namespaced(client.clone(), "drift-a");
     let original = deploys.get("workflow-controller").await.unwrap();
 
-    deploys.delete("workflow-controller", &DeleteParams::default()).await.unwrap();
+    deploys
+        .delete("workflow-controller", &DeleteParams::default())
+        .await
+        .unwrap();
     let recreated = eventually("the deleted Deployment to come back", || async {
         let d = deploys.get_opt("workflow-controller").await.ok()??;
         (d.uid() != original.uid()).then_some(d)
@@ -145,7 +178,11 @@ async fn drift_is_repaired_deleted_objects_return_and_edits_are_reverted() {
     let edit = serde_json::json!({"spec": {"template": {"spec": {"containers": [
         {"name": "workflow-controller", "image": "attacker/controller:evil"}]}}}});
     deploys
-        .patch("workflow-controller", &PatchParams::default(), &Patch::Strategic(edit))
+        .patch(
+            "workflow-controller",
+            &PatchParams::default(),
+            &Patch::Strategic(edit),
+        )
         .await
         .unwrap();
     eventually("the edited image to be reverted", || async {
@@ -191,7 +228,11 @@ async fn an_object_flotilla_did_not_stamp_is_never_touched() {
     let flotilla = fleet.start();
     let namespaces: Api<Namespace> = Api::all(client.clone());
     namespaces
-        .patch("collide-a", &PatchParams::default(), &merge(fleet.opt_in_patch(Some("on"))))
+        .patch(
+            "collide-a",
+            &PatchParams::default(),
+            &merge(fleet.opt_in_patch(Some("on"))),
+        )
         .await
         .unwrap();
     // Everything else is stamped; the colliding name is reported, not taken over.
@@ -207,7 +248,11 @@ async fn an_object_flotilla_did_not_stamp_is_never_touched() {
     assert_eq!(after.metadata.labels, before.metadata.labels);
     // Opting out reaps what flotilla stamped and still leaves theirs alone.
     namespaces
-        .patch("collide-a", &PatchParams::default(), &merge(fleet.opt_in_patch(None)))
+        .patch(
+            "collide-a",
+            &PatchParams::default(),
+            &merge(fleet.opt_in_patch(None)),
+        )
         .await
         .unwrap();
     fleet.wait_reaped(&client, "collide-a").await;
@@ -233,7 +278,10 @@ async fn template_and_values_changes_roll_out_to_every_namespace() {
     fleet.values["controllerImage"] = "quay.io/argoproj/workflow-controller:v4.1.1".into();
     fleet.remove_template("controller-metrics-service.yaml");
     let role = std::fs::read_to_string(fleet.templates.join("executor-role.yaml")).unwrap();
-    fleet.add_template("executor-role.yaml", &role.replace("[create, patch]", "[create, patch, get]"));
+    fleet.add_template(
+        "executor-role.yaml",
+        &role.replace("[create, patch]", "[create, patch, get]"),
+    );
     let _flotilla = fleet.start();
     for name in names {
         let deploys: Api<Deployment> = Api::namespaced(client.clone(), name);
@@ -250,9 +298,15 @@ async fn template_and_values_changes_roll_out_to_every_namespace() {
         })
         .await;
         // A template that is gone takes its objects with it.
-        let services: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(client.clone(), name);
+        let services: Api<k8s_openapi::api::core::v1::Service> =
+            Api::namespaced(client.clone(), name);
         eventually(&format!("the metrics Service pruned in {name}"), || async {
-            services.get_opt("workflow-controller-metrics").await.ok()?.is_none().then_some(())
+            services
+                .get_opt("workflow-controller-metrics")
+                .await
+                .ok()?
+                .is_none()
+                .then_some(())
         })
         .await;
         let stamped = fleet.wait_stamped(&client, name).await;
@@ -260,7 +314,11 @@ async fn template_and_values_changes_roll_out_to_every_namespace() {
             .iter()
             .map(|o| o.annotations()["flotilla.dev/revision"].clone())
             .collect();
-        assert_eq!(revisions.len(), 1, "one revision across {name}: {revisions:?}");
+        assert_eq!(
+            revisions.len(),
+            1,
+            "one revision across {name}: {revisions:?}"
+        );
     }
     delete_namespaces(&client, &names).await;
 }
@@ -269,13 +327,17 @@ async fn template_and_values_changes_roll_out_to_every_namespace() {
 /// that the controller-manager's own cleanup of earlier tests is not counted.
 async fn quiet_write_count(client: &kube::Client, resources: &[&str]) -> u64 {
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    eventually_within(Duration::from_secs(180), "earlier namespaces to finish terminating", || async {
-        let list = namespaces.list(&Default::default()).await.ok()?;
-        list.items
-            .iter()
-            .all(|ns| ns.metadata.deletion_timestamp.is_none())
-            .then_some(())
-    })
+    eventually_within(
+        Duration::from_secs(180),
+        "earlier namespaces to finish terminating",
+        || async {
+            let list = namespaces.list(&Default::default()).await.ok()?;
+            list.items
+                .iter()
+                .all(|ns| ns.metadata.deletion_timestamp.is_none())
+                .then_some(())
+        },
+    )
     .await;
     let mut last = write_requests(client, resources).await;
     loop {
@@ -304,7 +366,13 @@ async fn a_restart_with_nothing_changed_makes_zero_writes() {
     flotilla.stop();
 
     let resources = [
-        "serviceaccounts", "configmaps", "roles", "rolebindings", "services", "deployments", "namespaces",
+        "serviceaccounts",
+        "configmaps",
+        "roles",
+        "rolebindings",
+        "services",
+        "deployments",
+        "namespaces",
     ];
     let before = quiet_write_count(&client, &resources).await;
     let restarted = fleet.start();
@@ -312,8 +380,15 @@ async fn a_restart_with_nothing_changed_makes_zero_writes() {
     // Let any late watch event be processed too.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let after = write_requests(&client, &resources).await;
-    println!("write requests during a restart with 50 opted-in namespaces: {}", after - before);
-    assert_eq!(after - before, 0, "a restart with nothing changed must not write");
+    println!(
+        "write requests during a restart with 50 opted-in namespaces: {}",
+        after - before
+    );
+    assert_eq!(
+        after - before,
+        0,
+        "a restart with nothing changed must not write"
+    );
     assert!(!restarted.logs().contains("created"), "nothing was created");
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
     delete_namespaces(&client, &refs).await;
@@ -335,11 +410,17 @@ async fn an_injection_payload_in_an_annotation_adds_no_objects_or_fields() {
     fleet.add_template("note.yaml", NOTE);
     let _flotilla = fleet.start();
     let payload = "x\"\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: inject-pwned\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}\nsubjects: [{kind: Group, name: system:authenticated, apiGroup: rbac.authorization.k8s.io}]\n{{ values }} {% raw %}\nextra: field";
-    let labels = BTreeMap::from([(format!("{}", fleet.label), "on".to_string())]);
+    let labels = BTreeMap::from([(fleet.label.clone(), "on".to_string())]);
     let annotations = BTreeMap::from([("e2e.flotilla.dev/note".to_string(), payload.to_string())]);
     create_namespace(&client, "inject-a", labels, annotations).await;
-    let stamped = fleet.wait_stamped(&client, "inject-a").await;
-    assert_eq!(stamped.len(), 10, "the default set plus the note, nothing more");
+    let stamped = fleet
+        .wait_stamped_annotated(&client, "inject-a", &[("e2e.flotilla.dev/note", payload)])
+        .await;
+    assert_eq!(
+        stamped.len(),
+        10,
+        "the default set plus the note, nothing more"
+    );
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "inject-a");
     let data = cms.get("team-note").await.unwrap().data.unwrap();
     assert_eq!(data.len(), 2, "{data:?}");

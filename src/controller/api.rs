@@ -10,7 +10,7 @@ fn api(client: &Client, key: &ObjectKey) -> Api<DynamicObject> {
 
 /// The live object, if any.
 pub async fn get(client: &Client, key: &ObjectKey) -> kube::Result<Option<serde_json::Value>> {
-    let live = api(client, &key).get_opt(&key.name).await?;
+    let live = api(client, key).get_opt(&key.name).await?;
     Ok(live.and_then(|obj| serde_json::to_value(obj).ok()))
 }
 
