@@ -529,6 +529,7 @@ EOF
 
 # ------------------------------------------------------------------- down --
 
+# Reverse start order: an API server whose etcd is gone hangs on SIGTERM.
 stop_all() {
   local i c pid name left
   for ((i = ${#COMPONENTS[@]} - 1; i >= 0; i--)); do
@@ -536,13 +537,13 @@ stop_all() {
     pid=$(pid_of "$c")
     if is_ours "$pid" "$c"; then stop_pid "$pid" "$c"; fi
     rm -f "$STATE/$c.pid"
+    # Also any of ours whose pid file was lost (e.g. `up` killed mid-way).
+    while read -r pid name; do
+      [ "$name" = "$c" ] || continue
+      log "stopping leftover $name ($pid)"
+      stop_pid "$pid" "$name"
+    done < <(our_pids)
   done
-  # Anything of ours whose pid file was lost (e.g. `up` killed mid-way).
-  while read -r pid name; do
-    [ -n "$pid" ] || continue
-    log "stopping leftover $name ($pid)"
-    stop_pid "$pid" "$name"
-  done < <(our_pids)
   left=$(our_pids)
   [ -z "$left" ] || die "still running after SIGKILL: $left"
 }

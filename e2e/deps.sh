@@ -3,7 +3,12 @@
 # Idempotent: when everything is already installed it only runs dpkg-query.
 set -euo pipefail
 
-PKGS=(etcd-server golang-1.19-go rsync dpkg-dev openssl curl ca-certificates xz-utils make)
+# etcd-server: etcd 3.4; golang-1.19-go, make, rsync, patch, xz-utils: to build
+# kube-apiserver/kube-controller-manager from Debian's source package (dpkg-dev
+# for apt-get source); openssl, curl: PKI and health checks.
+PKGS=(etcd-server golang-1.19-go rsync dpkg-dev patch make xz-utils openssl curl ca-certificates)
+# The machine image ships a newer kubectl; Debian's (same 1.20) only as a fallback.
+if ! command -v kubectl >/dev/null; then PKGS+=(kubernetes-client); fi
 
 log() { printf 'deps: %s\n' "$*" >&2; }
 

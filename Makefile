@@ -1,0 +1,47 @@
+# flotilla: `make demo` and `make test` are all a fresh machine needs.
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+CLUSTER := bash e2e/cluster.sh
+
+.PHONY: build test lint unit check-manifests manifests e2e demo demo-down deps
+
+build:
+	cargo build --release
+
+deps:
+	bash e2e/deps.sh
+
+lint:
+	cargo fmt --all -- --check
+	cargo clippy --all-targets --features e2e -- -D warnings
+
+unit:
+	cargo test --lib --bins
+
+manifests:
+	bash manifests/generate.sh
+
+# The generated ConfigMaps in manifests/ must match flotilla.yaml and templates/.
+check-manifests:
+	tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	bash manifests/generate.sh "$$tmp"; \
+	diff -ru manifests/generated "$$tmp" || { echo "manifests/generated is stale: run make manifests"; exit 1; }; \
+	echo "manifests/generated is up to date"
+
+# End-to-end tests on the local control plane. A control plane that was already up (say from
+# `make demo`) is reused and left running; one started here is torn down afterwards.
+e2e: deps
+	if $(CLUSTER) status >/dev/null 2>&1; then started=no; else started=yes; fi; \
+	$(CLUSTER) up >/dev/null; \
+	if [ $$started = yes ]; then trap '$(CLUSTER) down' EXIT; fi; \
+	cargo test --features e2e --test e2e -- --test-threads=1
+
+test: lint unit check-manifests e2e
+
+demo: deps build
+	$(CLUSTER) up >/dev/null
+	bash e2e/demo.sh
+
+demo-down:
+	bash e2e/demo.sh down
+	$(CLUSTER) down
