@@ -34,7 +34,7 @@ e2e: deps
 	if $(CLUSTER) status >/dev/null 2>&1; then started=no; else started=yes; fi; \
 	$(CLUSTER) up >/dev/null; \
 	if [ $$started = yes ]; then trap '$(CLUSTER) down' EXIT; fi; \
-	cargo test --features e2e --test e2e -- --test-threads=1
+	cargo test --features e2e --test e2e -- --test-threads=1 --show-output
 
 test: lint unit check-manifests e2e
 
