@@ -23,7 +23,10 @@ ETCD_PEER_PORT=${FLOTILLA_E2E_ETCD_PEER_PORT:-23800}
 KCM_PORT=${FLOTILLA_E2E_KCM_PORT:-10257}
 READY_TIMEOUT=90
 
-BIN=$CACHE/k8s-$K8S_VERSION/bin
+# Bump when the build recipe changes, so that no binary built the old way is reused from the cache.
+RECIPE=2
+BUILD_ID=k8s-$K8S_VERSION-r$RECIPE
+BIN=$CACHE/$BUILD_ID/bin
 GO_BIN=/usr/lib/go-1.19/bin
 ETCD_BIN=${FLOTILLA_ETCD_BIN:-/usr/bin/etcd}
 PKI=$STATE/pki
@@ -224,7 +227,7 @@ do_build() {
   if [ -x "$BIN/kube-apiserver" ] && [ -x "$BIN/kube-controller-manager" ]; then
     return 0
   fi
-  local t0=$SECONDS tmp apt_opts dl orig tree p opt buildlog=$CACHE/k8s-$K8S_VERSION-build.log
+  local t0=$SECONDS tmp apt_opts dl orig tree p opt buildlog=$CACHE/$BUILD_ID-build.log
   [ -x "$GO_BIN/go" ] || die "$GO_BIN/go not found; run e2e/deps.sh"
   command -v apt-get >/dev/null || die "apt-get not found (Debian/Ubuntu only)"
   mkdir -p "$CACHE"
@@ -282,6 +285,13 @@ do_build() {
     done <"$tmp/debian/patches/series"
   fi
 
+  # Kubernetes 1.20 vendors reflect2 1.0.1, whose unsafe map iteration segfaults under Go >= 1.18
+  # (kube-apiserver crashes on the first custom resource it encodes). Debian packages the fixed
+  # 1.0.2 (golang-github-modern-go-reflect2-dev, installed by e2e/deps.sh); use its source.
+  local reflect2=/usr/share/gocode/src/github.com/modern-go/reflect2
+  [ -f "$reflect2/reflect2.go" ] || die "$reflect2 missing; run e2e/deps.sh"
+  rsync -a --delete --exclude '*_test.go' --exclude tests "$reflect2/" "$tree/vendor/github.com/modern-go/reflect2/"
+
   # Debian's own recipe: a GOPATH with k8s.io/kubernetes -> the tree, make run
   # from the symlinked path. k8s' hack/ scripts force GOPATH mode
   # (GO111MODULE=off) and pick up vendor/ themselves, and point GOCACHE into
@@ -302,7 +312,7 @@ do_build() {
     cp -L "$tree/_output/bin/$p" "$BIN/.$p.tmp"
     mv -f "$BIN/.$p.tmp" "$BIN/$p" # atomic: a half-copied binary is never "cached"
   done
-  sed -n 's/^Version: //p' "$dl"/kubernetes_*.dsc >"$CACHE/k8s-$K8S_VERSION/debian-source-version"
+  sed -n 's/^Version: //p' "$dl"/kubernetes_*.dsc >"$CACHE/$BUILD_ID/debian-source-version"
   rm -rf "$tmp" "$CACHE/go-build" # the Go build cache is only worth keeping until success
   trap - EXIT
   exec 9>&-

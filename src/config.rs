@@ -1,9 +1,11 @@
 //! The config file (`flotilla.yaml`): schema, defaults and validation. Everything wrong with it
 //! is reported with the file name, and the line where the YAML parser can tell.
 
+use crate::overrides::{Override, OverrideSpec};
 use crate::selector;
 use kube::core::Selector;
 use serde::Deserialize;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
@@ -31,8 +33,12 @@ struct ConfigFile {
     concurrency: u16,
     #[serde(default = "defaults::resync_seconds")]
     resync_seconds: u64,
+    #[serde(default = "defaults::degraded_after_seconds")]
+    degraded_after_seconds: u64,
     #[serde(default)]
     values: serde_json::Map<String, serde_json::Value>,
+    #[serde(default)]
+    overrides: BTreeMap<String, OverrideSpec>,
 }
 
 mod defaults {
@@ -58,6 +64,9 @@ mod defaults {
     pub fn resync_seconds() -> u64 {
         600
     }
+    pub fn degraded_after_seconds() -> u64 {
+        300
+    }
 }
 
 /// The validated configuration.
@@ -77,8 +86,12 @@ pub struct Config {
     pub concurrency: u16,
     /// Every namespace is re-checked this often, so drift the watches missed is still repaired.
     pub resync_seconds: u64,
+    /// A worker whose Deployment stays unavailable this long is Degraded.
+    pub degraded_after_seconds: u64,
     /// Free-form values handed to templates as `values`.
     pub values: serde_json::Map<String, serde_json::Value>,
+    /// The values a Namespace may override for itself, by annotation.
+    pub overrides: Vec<Override>,
 }
 
 impl Config {
@@ -120,6 +133,11 @@ impl Config {
         if file.resync_seconds == 0 {
             return Err("resyncSeconds: must be at least 1".into());
         }
+        let overrides = file
+            .overrides
+            .into_iter()
+            .map(|(key, spec)| Override::new(&key, spec, &file.values))
+            .collect::<Result<Vec<_>, _>>()?;
         let templates_dir = dir.join(&file.templates);
         if !templates_dir.is_dir() {
             return Err(format!(
@@ -136,7 +154,9 @@ impl Config {
             field_manager: file.field_manager,
             concurrency: file.concurrency,
             resync_seconds: file.resync_seconds,
+            degraded_after_seconds: file.degraded_after_seconds,
             values: file.values,
+            overrides,
         })
     }
 }
@@ -189,6 +209,11 @@ mod tests {
             ("concurrency: 0\n", "concurrency"),
             ("templates: nowhere\n", "templates"),
             ("instance: 'a b'\n", "instance"),
+            ("overrides:\n  image: {type: string}\n", "no values.image"),
+            (
+                "values: {n: 1}\noverrides:\n  n: {type: number}\n",
+                "unknown variant",
+            ),
         ] {
             let err = parse(text).expect_err(text);
             assert!(err.contains(needle), "{text:?}: {err}");

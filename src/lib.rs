@@ -3,11 +3,15 @@
 //!
 //! Data flows one way: Namespace event -> render (pure) -> plan (pure) -> apply/prune.
 
+pub mod cluster;
 pub mod config;
 pub mod controller;
+pub mod diff;
 pub mod kinds;
 pub mod object;
+pub mod overrides;
 pub mod ownership;
 pub mod plan;
 pub mod render;
 pub mod selector;
+pub mod status;

@@ -1,6 +1,6 @@
 //! The `flotilla` binary: argument parsing and dispatch only.
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -10,10 +10,10 @@ mod cli;
 #[command(
     name = "flotilla",
     version,
-    about = "One namespaced Argo workflow-controller per opted-in namespace, stamped, kept in sync and reaped"
+    about = "One namespaced Argo workflow-controller per opted-in namespace: stamped, kept in sync, reaped"
 )]
 struct Args {
-    /// The config file (selector, templates directory, values).
+    /// The config file (selector, templates directory, values, overrides).
     #[arg(
         long,
         global = true,
@@ -31,26 +31,66 @@ struct Args {
 #[derive(Subcommand)]
 enum Command {
     /// Run the operator against the cluster of the current kubeconfig (or in-cluster config).
-    Run,
-    /// Print, without a cluster, exactly the objects `run` would apply for a namespace.
     #[command(
-        after_help = "Example:\n  flotilla render --namespace team-a --label flotilla.dev/enabled=true"
+        after_help = "Example:\n  flotilla run --config /etc/flotilla/config/flotilla.yaml --log-format json"
+    )]
+    Run,
+    /// Print exactly the objects `run` would apply for a namespace; no cluster needed.
+    #[command(
+        after_help = "Examples:\n  flotilla render --namespace team-a\n  flotilla render -n team-a -a override.flotilla.dev/parallelism=100\n  flotilla render -n team-a --live      # labels and annotations from the cluster"
     )]
     Render(cli::render::RenderArgs),
+    /// Show what `run` would change on the live cluster (exit 0: nothing, 1: changes, 2: error).
+    #[command(after_help = "Examples:\n  flotilla diff --namespace team-a\n  flotilla diff --all")]
+    Diff(cli::diff::DiffArgs),
+    /// Validate the config and templates offline; report every problem with file and line.
+    #[command(after_help = "Example:\n  flotilla check --config flotilla.yaml")]
+    Check,
+    /// Show the fleet: one line per NamespaceWorker.
+    #[command(after_help = "Examples:\n  flotilla status\n  flotilla status -o json")]
+    Status(cli::status::StatusArgs),
+    /// Print the NamespaceWorker CustomResourceDefinition (installed by manifests/).
+    #[command(after_help = "Example:\n  flotilla crd | kubectl apply --server-side -f -")]
+    Crd,
+    /// Print shell completions.
+    #[command(
+        after_help = "Example:\n  flotilla completions bash > /etc/bash_completion.d/flotilla"
+    )]
+    Completions { shell: clap_complete::Shell },
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
     cli::init_logging(args.log_format);
     let result = match args.command {
-        Command::Run => cli::run::run(&args.config),
-        Command::Render(render) => cli::render::render(&args.config, &render),
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::from(e.exit_code())
+        Command::Run => cli::run::run(&args.config).map(|()| ExitCode::SUCCESS),
+        Command::Render(render) => {
+            cli::render::render(&args.config, &render).map(|()| ExitCode::SUCCESS)
         }
-    }
+        Command::Diff(diff) => cli::diff::diff(&args.config, &diff).map(|changed| {
+            if changed {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            }
+        }),
+        Command::Check => cli::check::check(&args.config).map(|()| ExitCode::SUCCESS),
+        Command::Status(status) => {
+            cli::status::status(&args.config, &status).map(|()| ExitCode::SUCCESS)
+        }
+        Command::Crd => cli::crd::crd().map(|()| ExitCode::SUCCESS),
+        Command::Completions { shell } => {
+            clap_complete::generate(
+                shell,
+                &mut Args::command(),
+                "flotilla",
+                &mut std::io::stdout(),
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+    };
+    result.unwrap_or_else(|e| {
+        eprintln!("error: {e}");
+        ExitCode::from(e.exit_code())
+    })
 }

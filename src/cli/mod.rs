@@ -1,42 +1,38 @@
 //! Subcommands, one file each, and what they share: config loading, exit codes, logging.
 
+pub mod check;
+pub mod crd;
+pub mod diff;
+mod live;
 pub mod render;
 pub mod run;
+pub mod status;
 
 use flotilla::config::Config;
 use flotilla::render::Renderer;
 use std::path::Path;
 
-/// An error at the binary's edge, with the exit code it maps to.
-pub enum CliError {
-    /// Bad config or templates: the user must fix input (exit 2).
-    Input(anyhow::Error),
-    /// Anything else, e.g. the cluster is unreachable (exit 1).
-    Runtime(anyhow::Error),
-}
+/// An error at the binary's edge. Every failure exits with code 2, as `kubectl diff` does, since
+/// `diff` uses 1 for "there are differences".
+pub struct CliError(pub anyhow::Error);
 
 impl CliError {
     pub fn exit_code(&self) -> u8 {
-        match self {
-            CliError::Input(_) => 2,
-            CliError::Runtime(_) => 1,
-        }
+        2
     }
 }
 
 impl std::fmt::Display for CliError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            CliError::Input(e) | CliError::Runtime(e) => write!(f, "{e:#}"),
-        }
+        write!(f, "{:#}", self.0)
     }
 }
 
 /// Loads and validates the config and compiles its templates.
 pub fn load(config_path: &Path) -> Result<(Config, Renderer), CliError> {
-    let config = Config::load(config_path).map_err(|e| CliError::Input(e.into()))?;
+    let config = Config::load(config_path).map_err(|e| CliError(e.into()))?;
     let renderer = Renderer::load(&config).map_err(|e| {
-        CliError::Input(anyhow::anyhow!(
+        CliError(anyhow::anyhow!(
             "templates in {}:\n{e}",
             config.templates_dir.display()
         ))

@@ -1,6 +1,7 @@
-//! `flotilla render`: the objects `run` would apply for a namespace, without a cluster.
+//! `flotilla render`: the objects `run` would apply for a namespace, without a cluster (or,
+//! with `--live`, for a namespace as it is in the cluster).
 
-use super::CliError;
+use super::{CliError, live};
 use flotilla::render::{NamespaceInput, to_yaml};
 use flotilla::selector;
 use kube::core::SelectorExt;
@@ -14,11 +15,14 @@ pub struct RenderArgs {
     namespace: String,
     /// A label of the namespace, as key=value (repeatable). Without any, the namespace gets the
     /// selector's `key=value` requirements, so that it counts as opted in.
-    #[arg(long = "label", short = 'l', value_parser = key_value)]
+    #[arg(long = "label", short = 'l', value_parser = key_value, conflicts_with = "live")]
     labels: Vec<(String, String)>,
-    /// An annotation of the namespace, as key=value (repeatable).
-    #[arg(long = "annotation", short = 'a', value_parser = key_value)]
+    /// An annotation of the namespace, as key=value (repeatable), e.g. an override.
+    #[arg(long = "annotation", short = 'a', value_parser = key_value, conflicts_with = "live")]
     annotations: Vec<(String, String)>,
+    /// Read the namespace's labels and annotations from the cluster instead.
+    #[arg(long)]
+    live: bool,
 }
 
 fn key_value(s: &str) -> Result<(String, String), String> {
@@ -31,32 +35,49 @@ fn key_value(s: &str) -> Result<(String, String), String> {
 
 pub fn render(config_path: &Path, args: &RenderArgs) -> Result<(), CliError> {
     let (config, renderer) = super::load(config_path)?;
-    let mut labels: BTreeMap<String, String> = args.labels.iter().cloned().collect();
-    if labels.is_empty() {
-        labels = config
-            .selector
-            .clone()
-            .into_iter()
-            .filter_map(|expr| match expr {
-                kube::core::Expression::Equal(k, v) => Some((k, v)),
-                _ => None,
-            })
-            .collect();
-    }
-    if !config.selector.matches(&labels) {
-        return Err(CliError::Input(anyhow::anyhow!(
-            "a namespace with labels {labels:?} does not match the selector {:?}: flotilla would stamp nothing there (pass --label)",
+    let input = if args.live {
+        live::runtime()?.block_on(async {
+            let client = live::client().await?;
+            live::namespace(&client, &args.namespace)
+                .await?
+                .map(|ns| live::input(&ns))
+                .ok_or_else(|| {
+                    CliError(anyhow::anyhow!(
+                        "namespace {} does not exist",
+                        args.namespace
+                    ))
+                })
+        })?
+    } else {
+        let mut labels: BTreeMap<String, String> = args.labels.iter().cloned().collect();
+        if labels.is_empty() {
+            labels = config
+                .selector
+                .clone()
+                .into_iter()
+                .filter_map(|expr| match expr {
+                    kube::core::Expression::Equal(k, v) => Some((k, v)),
+                    _ => None,
+                })
+                .collect();
+        }
+        NamespaceInput {
+            name: args.namespace.clone(),
+            labels,
+            annotations: args.annotations.iter().cloned().collect(),
+        }
+    };
+    if !config.selector.matches(&input.labels) {
+        return Err(CliError(anyhow::anyhow!(
+            "namespace {} with labels {:?} does not match the selector {:?}: flotilla stamps nothing there",
+            input.name,
+            input.labels,
             config.selector_text
         )));
     }
-    let input = NamespaceInput {
-        name: args.namespace.clone(),
-        labels,
-        annotations: args.annotations.iter().cloned().collect(),
-    };
     let objects = renderer
         .render(&input)
-        .map_err(|e| CliError::Input(anyhow::anyhow!("rendering for {}:\n{e}", input.name)))?;
+        .map_err(|e| CliError(anyhow::anyhow!("rendering for {}:\n{e}", input.name)))?;
     print!("{}", to_yaml(&objects));
     Ok(())
 }

@@ -11,11 +11,11 @@ pub fn run(config_path: &Path) -> Result<(), CliError> {
         templates = %config.templates_dir.display(),
         "starting"
     );
-    let runtime = tokio::runtime::Runtime::new().map_err(|e| CliError::Runtime(e.into()))?;
+    let runtime = tokio::runtime::Runtime::new().map_err(|e| CliError(e.into()))?;
     runtime
         .block_on(async {
             let client = kube::Client::try_default().await?;
             flotilla::controller::run(config, renderer, client).await
         })
-        .map_err(CliError::Runtime)
+        .map_err(CliError)
 }

@@ -1,13 +1,16 @@
 //! The operator loop: watches feed a work queue of namespace names; workers reconcile them.
 
-mod api;
+mod events;
 mod queue;
 mod reconcile;
 mod watches;
+mod worker;
 
 use crate::config::Config;
+use crate::kinds::Kind;
 use crate::object::{ObjectKey, Stamped};
 use crate::render::Renderer;
+use crate::status::WorkerStatus;
 use queue::WorkQueue;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -22,32 +25,70 @@ pub struct Context {
     config: Config,
     renderer: Renderer,
     stores: Stores,
+    events: events::Events,
     /// Objects known to match their rendered content at a given resourceVersion. While the
     /// watch still shows that version and the hash is unchanged, no request is needed at all.
-    verified: Mutex<HashMap<ObjectKey, (String, String)>>,
+    verified: Mutex<HashMap<ObjectKey, Verified>>,
+    /// The status last written per namespace: fresher than the watch right after a write.
+    statuses: Mutex<HashMap<String, WorkerStatus>>,
+}
+
+struct Verified {
+    resource_version: String,
+    hash: String,
+    /// The live object, kept for workloads (their status decides the worker's health).
+    workload: Option<Arc<serde_json::Value>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A poisoned lock only means a panic mid-insert into a plain map; the map is still usable.
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Context {
-    fn verified_map(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectKey, (String, String)>> {
-        self.verified.lock().unwrap_or_else(|p| p.into_inner())
+    /// `Some(live workload or None)` if the object is known to be in sync, without a request.
+    fn verified_workload(&self, object: &Stamped) -> Option<Option<Arc<serde_json::Value>>> {
+        let rv = self.stores.resource_version(&object.key)?;
+        let verified = lock(&self.verified);
+        let entry = verified.get(&object.key)?;
+        (entry.resource_version == rv && entry.hash == object.hash).then(|| entry.workload.clone())
     }
 
-    fn is_verified(&self, object: &Stamped) -> bool {
-        let Some(rv) = self.stores.resource_version(&object.key) else {
-            return false;
+    fn verified(&self, object: &Stamped, live: Option<Arc<serde_json::Value>>) {
+        let Some(rv) = live
+            .as_ref()
+            .and_then(|l| l["metadata"]["resourceVersion"].as_str())
+        else {
+            return;
         };
-        self.verified_map().get(&object.key) == Some(&(rv, object.hash.clone()))
-    }
-
-    fn verified(&self, object: &Stamped, resource_version: Option<String>) {
-        if let Some(rv) = resource_version {
-            self.verified_map()
-                .insert(object.key.clone(), (rv, object.hash.clone()));
-        }
+        let workload = (object.key.kind == Kind::Deployment)
+            .then(|| live.clone())
+            .flatten();
+        let entry = Verified {
+            resource_version: rv.to_string(),
+            hash: object.hash.clone(),
+            workload,
+        };
+        lock(&self.verified).insert(object.key.clone(), entry);
     }
 
     fn forget(&self, key: &ObjectKey) {
-        self.verified_map().remove(key);
+        lock(&self.verified).remove(key);
+    }
+
+    fn previous_status(&self, namespace: &str) -> Option<WorkerStatus> {
+        lock(&self.statuses)
+            .get(namespace)
+            .cloned()
+            .or_else(|| self.stores.worker(namespace)?.status.clone())
+    }
+
+    fn remember_status(&self, namespace: &str, status: &WorkerStatus) {
+        lock(&self.statuses).insert(namespace.to_string(), status.clone());
+    }
+
+    fn forget_status(&self, namespace: &str) {
+        lock(&self.statuses).remove(namespace);
     }
 }
 
@@ -65,11 +106,13 @@ pub async fn run(config: Config, renderer: Renderer, client: kube::Client) -> an
     let resync = Duration::from_secs(config.resync_seconds);
     let workers = config.concurrency;
     let ctx = Arc::new(Context {
-        client,
+        client: client.clone(),
         config,
         renderer,
         stores,
+        events: events::Events::new(client.clone()),
         verified: Mutex::default(),
+        statuses: Mutex::default(),
     });
     for _ in 0..workers {
         tokio::spawn(worker(Arc::clone(&ctx), Arc::clone(&queue)));
@@ -90,6 +133,9 @@ async fn worker(ctx: Arc<Context>, queue: Arc<WorkQueue>) {
         match result {
             Ok(outcome) => {
                 failures.remove(&name);
+                if let Some(delay) = outcome.recheck {
+                    queue.add_after(name.clone(), delay);
+                }
                 if outcome.wrote() || outcome.conflicts > 0 {
                     tracing::info!(namespace = %name, %outcome, "reconciled");
                 } else {

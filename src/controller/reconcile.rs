@@ -1,27 +1,49 @@
 //! Reconcile one namespace: render what should exist, apply what differs, prune what is no
-//! longer rendered, or reap everything when the namespace opted out, is terminating or is gone.
+//! longer rendered, record the result in its NamespaceWorker; or reap everything when the
+//! namespace opted out, is terminating or is gone.
 
 use super::Context;
-use super::api;
+use super::events::Reason;
 use super::watches::Observed;
+use super::worker;
+use crate::cluster as api;
+use crate::kinds::Kind;
 use crate::object::{ObjectKey, Stamped};
 use crate::ownership;
 use crate::plan::{self, Decision};
 use crate::render::NamespaceInput;
-use kube::ResourceExt;
+use crate::status::{self, Observation, Phase, WorkerStatus};
+use k8s_openapi::api::core::v1::{Namespace, ObjectReference};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::PartialObjectMeta;
 use kube::core::SelectorExt;
+use kube::{Resource, ResourceExt};
+use serde_json::Value;
 use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
-#[error("{action} {key}: {source}")]
+#[error("{action} {object}: {source}")]
 pub struct Error {
     action: &'static str,
-    key: ObjectKey,
+    object: String,
     #[source]
     source: kube::Error,
 }
 
-/// What one reconcile did; logged, and the basis of status later.
+impl Error {
+    fn on(action: &'static str, object: impl fmt::Display) -> impl FnOnce(kube::Error) -> Error {
+        let object = object.to_string();
+        move |source| Error {
+            action,
+            object,
+            source,
+        }
+    }
+}
+
+/// What one reconcile did; logged, and the basis of Events.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Outcome {
     pub created: usize,
@@ -31,6 +53,8 @@ pub struct Outcome {
     pub reaped: usize,
     pub conflicts: usize,
     pub render_failed: bool,
+    /// Look again after this long even without events (a pending deadline).
+    pub recheck: Option<Duration>,
 }
 
 impl Outcome {
@@ -43,13 +67,14 @@ impl fmt::Display for Outcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "created={} updated={} drift_repaired={} pruned={} reaped={} conflicts={}",
+            "created={} updated={} drift_repaired={} pruned={} reaped={} conflicts={} render_failed={}",
             self.created,
             self.updated,
             self.drift_repaired,
             self.pruned,
             self.reaped,
-            self.conflicts
+            self.conflicts,
+            self.render_failed
         )
     }
 }
@@ -60,54 +85,124 @@ pub async fn reconcile(ctx: &Context, name: &str) -> Result<Outcome, Error> {
         ns.metadata.deletion_timestamp.is_none() && ctx.config.selector.matches(ns.labels())
     });
     let Some(namespace) = namespace else {
-        return reap(ctx, observed).await;
+        return reap(ctx, name, observed).await;
     };
     let input = NamespaceInput {
         name: name.to_string(),
         labels: namespace.labels().clone(),
         annotations: namespace.annotations().clone(),
     };
-    let desired = match ctx.renderer.render(&input) {
-        Ok(desired) => desired,
-        Err(errors) => {
-            // Nothing is applied or pruned: the namespace keeps what it has.
-            tracing::error!(namespace = name, errors = %errors, "templates failed to render; stamped objects left as they are");
-            return Ok(Outcome {
-                render_failed: true,
-                ..Outcome::default()
-            });
-        }
-    };
     let mut outcome = Outcome::default();
     let mut first_error = None;
-    for object in &desired {
-        match sync(ctx, object).await {
-            Ok(done) => done.count(&mut outcome),
-            Err(e) => {
-                tracing::warn!(namespace = name, error = %e, "apply failed");
-                first_error.get_or_insert(e);
+    let mut conflicts = Vec::new();
+    let mut workload = None;
+    let rendered = ctx.renderer.render(&input);
+    if let Ok(desired) = &rendered {
+        for object in desired {
+            match sync(ctx, object).await {
+                Ok((synced, live)) => {
+                    if object.key.kind == Kind::Deployment && workload.is_none() {
+                        workload = live;
+                    }
+                    synced.count(&mut outcome, &mut conflicts, object);
+                }
+                Err(e) => {
+                    tracing::warn!(namespace = name, error = %e, "apply failed");
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        let observed_keys: Vec<ObjectKey> = observed.iter().map(|o| o.key.clone()).collect();
+        for key in plan::prune(desired, &observed_keys) {
+            let uid = observed
+                .iter()
+                .find(|o| o.key == key)
+                .and_then(|o| o.uid.clone());
+            match delete(ctx, &key, uid).await {
+                Ok(()) => {
+                    tracing::info!(namespace = name, object = %key, "pruned: no longer rendered");
+                    outcome.pruned += 1;
+                }
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
             }
         }
     }
-    let observed_keys: Vec<ObjectKey> = observed.iter().map(|o| o.key.clone()).collect();
-    for key in plan::prune(&desired, &observed_keys) {
-        let uid = observed
-            .iter()
-            .find(|o| o.key == key)
-            .and_then(|o| o.uid.clone());
-        match delete(ctx, &key, uid).await {
-            Ok(()) => {
-                tracing::info!(namespace = name, object = %key, "pruned: no longer rendered");
-                outcome.pruned += 1;
-            }
-            Err(e) => {
-                first_error.get_or_insert(e);
-            }
-        }
+    if let Err(errors) = &rendered {
+        // Nothing is applied or pruned: the namespace keeps what it has.
+        tracing::error!(namespace = name, errors = %errors, "templates failed to render; stamped objects left as they are");
+        outcome.render_failed = true;
     }
-    match first_error {
-        Some(e) => Err(e),
-        None => Ok(outcome),
+    outcome.conflicts = conflicts.len();
+    if let Some(e) = first_error {
+        return Err(e);
+    }
+
+    let previous = ctx.previous_status(name);
+    let observation = Observation {
+        namespace: name,
+        rendered: rendered.as_deref().map_err(ToString::to_string),
+        conflicts: &conflicts,
+        workload: workload.as_deref(),
+        revision: ctx.renderer.revision(),
+        now: Timestamp::now(),
+        degraded_after: Duration::from_secs(ctx.config.degraded_after_seconds),
+    };
+    let (status, recheck) = status::compute(previous.as_ref(), &observation);
+    outcome.recheck = recheck;
+    let worker = worker::write(ctx, name, namespace.uid(), &status)
+        .await
+        .map_err(Error::on("write status of NamespaceWorker", name))?;
+    ctx.remember_status(name, &status);
+    let mut regarding = vec![namespace_ref(&namespace)];
+    regarding.extend(worker.as_ref().map(worker::reference));
+    publish_events(ctx, &outcome, previous.as_ref(), &status, &regarding).await;
+    Ok(outcome)
+}
+
+fn namespace_ref(namespace: &PartialObjectMeta<Namespace>) -> ObjectReference {
+    namespace.object_ref(&())
+}
+
+async fn publish_events(
+    ctx: &Context,
+    outcome: &Outcome,
+    previous: Option<&WorkerStatus>,
+    status: &WorkerStatus,
+    regarding: &[ObjectReference],
+) {
+    let regarding: Vec<&ObjectReference> = regarding.iter().collect();
+    if outcome.created + outcome.updated > 0 {
+        let note = format!(
+            "created {}, updated {} objects at revision {}",
+            outcome.created, outcome.updated, status.revision
+        );
+        ctx.events.publish(Reason::Applied, note, &regarding).await;
+    }
+    if outcome.drift_repaired > 0 {
+        let note = format!(
+            "reverted {} edited objects to their templates",
+            outcome.drift_repaired
+        );
+        ctx.events
+            .publish(Reason::DriftRepaired, note, &regarding)
+            .await;
+    }
+    // A problem is announced once, when it first appears or changes, not on every resync.
+    let news = previous.is_none_or(|p| p.phase != status.phase || p.message != status.message);
+    match status.phase {
+        Phase::RenderFailed if news => {
+            ctx.events
+                .publish(Reason::RenderFailed, status.message.clone(), &regarding)
+                .await;
+        }
+        Phase::Conflict if news => {
+            ctx.events
+                .publish(Reason::Conflict, status.message.clone(), &regarding)
+                .await;
+        }
+        _ => {}
     }
 }
 
@@ -116,46 +211,43 @@ enum Synced {
     Created,
     Updated,
     DriftRepaired,
-    Conflict,
+    Conflict(String),
 }
 
 impl Synced {
-    fn count(self, outcome: &mut Outcome) {
+    fn count(
+        self,
+        outcome: &mut Outcome,
+        conflicts: &mut Vec<(ObjectKey, String)>,
+        object: &Stamped,
+    ) {
         match self {
             Synced::InSync => {}
             Synced::Created => outcome.created += 1,
             Synced::Updated => outcome.updated += 1,
             Synced::DriftRepaired => outcome.drift_repaired += 1,
-            Synced::Conflict => outcome.conflicts += 1,
+            Synced::Conflict(reason) => conflicts.push((object.key.clone(), reason)),
         }
     }
 }
 
-async fn sync(ctx: &Context, object: &Stamped) -> Result<Synced, Error> {
-    if ctx.is_verified(object) {
-        return Ok(Synced::InSync);
+/// Brings one object in line; returns what it did and, for workloads, the live object.
+async fn sync(ctx: &Context, object: &Stamped) -> Result<(Synced, Option<Arc<Value>>), Error> {
+    if let Some(workload) = ctx.verified_workload(object) {
+        return Ok((Synced::InSync, workload));
     }
-    let fail = |action| {
-        move |source| Error {
-            action,
-            key: object.key.clone(),
-            source,
-        }
-    };
     let live = api::get(&ctx.client, &object.key)
         .await
-        .map_err(fail("get"))?;
+        .map_err(Error::on("get", &object.key))?;
     let synced = match plan::decide(object, live.as_ref(), &ctx.config.instance) {
         Decision::InSync => {
-            let rv = live
-                .as_ref()
-                .and_then(|l| l["metadata"]["resourceVersion"].as_str());
-            ctx.verified(object, rv.map(str::to_string));
-            return Ok(Synced::InSync);
+            let live = live.map(Arc::new);
+            ctx.verified(object, live.clone());
+            return Ok((Synced::InSync, live));
         }
         Decision::Conflict(reason) => {
             tracing::warn!(object = %object.key, "conflict: {reason}");
-            return Ok(Synced::Conflict);
+            return Ok((Synced::Conflict(reason), None));
         }
         Decision::Create => Synced::Created,
         // Same content hash on the live object: it was rendered the same, so someone edited it.
@@ -169,33 +261,31 @@ async fn sync(ctx: &Context, object: &Stamped) -> Result<Synced, Error> {
         }
         Decision::Update => Synced::Updated,
     };
-    let rv = api::apply(&ctx.client, &ctx.config.field_manager, object)
+    let applied = api::apply(&ctx.client, &ctx.config.field_manager, object)
         .await
-        .map_err(fail("apply"))?;
-    ctx.verified(object, rv);
+        .map_err(Error::on("apply", &object.key))?;
+    let applied = Some(Arc::new(applied));
+    ctx.verified(object, applied.clone());
     let what = match synced {
         Synced::Created => "created",
         Synced::DriftRepaired => "drift repaired",
         _ => "updated",
     };
     tracing::info!(object = %object.key, "{what}");
-    Ok(synced)
+    Ok((synced, applied))
 }
 
 async fn delete(ctx: &Context, key: &ObjectKey, uid: Option<String>) -> Result<(), Error> {
     ctx.forget(key);
     api::delete(&ctx.client, key, uid)
         .await
-        .map_err(|source| Error {
-            action: "delete",
-            key: key.clone(),
-            source,
-        })
+        .map_err(Error::on("delete", key))
 }
 
 /// Deletes everything stamped for a namespace that is no longer opted in (or no longer exists),
-/// including objects placed outside it. Only labelled objects seen by the watch are candidates.
-async fn reap(ctx: &Context, mut observed: Vec<Observed>) -> Result<Outcome, Error> {
+/// including objects placed outside it and its NamespaceWorker. Only labelled objects seen by
+/// the watches are candidates.
+async fn reap(ctx: &Context, name: &str, mut observed: Vec<Observed>) -> Result<Outcome, Error> {
     observed.sort_by(|a, b| b.key.cmp(&a.key));
     let mut outcome = Outcome::default();
     let mut first_error = None;
@@ -210,8 +300,24 @@ async fn reap(ctx: &Context, mut observed: Vec<Observed>) -> Result<Outcome, Err
             }
         }
     }
-    match first_error {
-        Some(e) => Err(e),
-        None => Ok(outcome),
+    if let Some(e) = first_error {
+        return Err(e);
     }
+    let removed_worker = worker::remove(ctx, name)
+        .await
+        .map_err(Error::on("delete NamespaceWorker", name))?;
+    ctx.forget_status(name);
+    if outcome.reaped > 0 || removed_worker {
+        // The Namespace may be gone; then there is nothing left to attach the Event to.
+        if let Some(namespace) = ctx.stores.namespace(name) {
+            let note = format!(
+                "removed {} stamped objects: the namespace is no longer opted in",
+                outcome.reaped
+            );
+            ctx.events
+                .publish(Reason::Reaped, note, &[&namespace_ref(&namespace)])
+                .await;
+        }
+    }
+    Ok(outcome)
 }

@@ -1,11 +1,13 @@
-//! The watches: one on all Namespaces (a label-filtered one would never see an opt-out) and one
-//! shared, label-filtered, metadata-only watch per stamped kind. Each feeds an in-memory store
+//! The watches: one on all Namespaces (a label-filtered one would never see an opt-out), one
+//! shared, label-filtered, metadata-only watch per stamped kind, and one on this instance's
+//! NamespaceWorkers. Each feeds an in-memory store
 //! and turns every change into the name of the namespace to reconcile.
 
 use super::queue::WorkQueue;
 use crate::kinds::Kind;
 use crate::object::ObjectKey;
 use crate::ownership;
+use crate::status::NamespaceWorker;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DynamicObject, PartialObjectMeta};
@@ -30,6 +32,7 @@ pub struct Observed {
 pub struct Stores {
     namespaces: Store<PartialObjectMeta<Namespace>>,
     stamped: Vec<(Kind, Store<StampedMeta>)>,
+    workers: Store<NamespaceWorker>,
 }
 
 impl Stores {
@@ -63,9 +66,19 @@ impl Stores {
                 |obj| obj.labels().get(ownership::FOR_NAMESPACE).cloned(),
             ));
         }
+        let (workers, workers_writer) = reflector::store();
+        tasks.push(spawn_watch(
+            Api::<NamespaceWorker>::all(client.clone()),
+            watcher::Config::default().labels(&selector),
+            workers_writer,
+            "NamespaceWorker",
+            Arc::clone(queue),
+            |worker| Some(worker.name_any()),
+        ));
         let stores = Stores {
             namespaces: ns_store,
             stamped,
+            workers,
         };
         (stores, tasks)
     }
@@ -76,6 +89,12 @@ impl Stores {
         for (_, store) in &self.stamped {
             let _ = store.wait_until_ready().await;
         }
+        let _ = self.workers.wait_until_ready().await;
+    }
+
+    /// This instance's NamespaceWorker for `namespace`, as last seen.
+    pub fn worker(&self, namespace: &str) -> Option<Arc<NamespaceWorker>> {
+        self.workers.get(&ObjectRef::new(namespace))
     }
 
     pub fn namespace(&self, name: &str) -> Option<Arc<PartialObjectMeta<Namespace>>> {

@@ -11,6 +11,7 @@ pub use templates::load_dir;
 
 use crate::config::Config;
 use crate::object::Stamped;
+use crate::overrides::{self, Override};
 use minijinja::{AutoEscape, Environment, UndefinedBehavior, Value, context};
 use policy::Target;
 use serde::Serialize;
@@ -25,26 +26,27 @@ pub struct NamespaceInput {
     pub annotations: BTreeMap<String, String>,
 }
 
-/// One problem, located as precisely as the template engine or YAML parser can.
+/// One problem, located as precisely as the template engine or YAML parser can: in a template
+/// file (with a line where known) or in an annotation of the namespace.
 #[derive(Debug, Clone, PartialEq)]
-pub struct TemplateError {
-    pub file: String,
+pub struct RenderError {
+    pub origin: String,
     pub line: Option<usize>,
     pub message: String,
 }
 
-impl fmt::Display for TemplateError {
+impl fmt::Display for RenderError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.line {
-            Some(line) => write!(f, "{}:{line}: {}", self.file, self.message),
-            None => write!(f, "{}: {}", self.file, self.message),
+            Some(line) => write!(f, "{}:{line}: {}", self.origin, self.message),
+            None => write!(f, "{}: {}", self.origin, self.message),
         }
     }
 }
 
 /// Every problem found, so that one run reports them all.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub struct RenderErrors(pub Vec<TemplateError>);
+pub struct RenderErrors(pub Vec<RenderError>);
 
 impl fmt::Display for RenderErrors {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -57,7 +59,8 @@ pub struct Renderer {
     env: Environment<'static>,
     files: Vec<String>,
     revision: String,
-    values: Value,
+    values: serde_json::Map<String, serde_json::Value>,
+    overrides: Vec<Override>,
     own_namespace: String,
     instance: String,
 }
@@ -96,7 +99,8 @@ impl Renderer {
             env,
             files,
             revision,
-            values: Value::from(minijinja::value::Serde(&config.values)),
+            values: config.values.clone(),
+            overrides: config.overrides.clone(),
             own_namespace: config.namespace.clone(),
             instance: config.instance.clone(),
         })
@@ -110,9 +114,22 @@ impl Renderer {
     /// Renders every template for one namespace. Any error fails the whole set: a partial set
     /// would make the caller prune what the failed templates would have kept.
     pub fn render(&self, namespace: &NamespaceInput) -> Result<Vec<Stamped>, RenderErrors> {
+        let values = overrides::apply(&self.values, &self.overrides, &namespace.annotations)
+            .map_err(|errors| {
+                RenderErrors(
+                    errors
+                        .into_iter()
+                        .map(|(annotation, message)| RenderError {
+                            origin: format!("annotation {annotation}"),
+                            line: None,
+                            message,
+                        })
+                        .collect(),
+                )
+            })?;
         let ctx = context! {
             namespace => Value::from(minijinja::value::Serde(namespace)),
-            values => self.values.clone(),
+            values => Value::from(minijinja::value::Serde(&values)),
             flotilla => context! { namespace => &self.own_namespace, instance => &self.instance },
         };
         let target = Target {
@@ -127,8 +144,8 @@ impl Renderer {
         for file in &self.files {
             match self.render_file(file, &ctx, &target) {
                 Ok(Some(object)) => match seen.get(&object.key) {
-                    Some(first) => errors.push(TemplateError {
-                        file: file.clone(),
+                    Some(first) => errors.push(RenderError {
+                        origin: file.clone(),
                         line: None,
                         message: format!("renders {}, which {first} renders already", object.key),
                     }),
@@ -153,9 +170,9 @@ impl Renderer {
         file: &str,
         ctx: &Value,
         target: &Target,
-    ) -> Result<Option<Stamped>, TemplateError> {
-        let fail = |line, message| TemplateError {
-            file: file.to_string(),
+    ) -> Result<Option<Stamped>, RenderError> {
+        let fail = |line, message| RenderError {
+            origin: file.to_string(),
             line,
             message,
         };
@@ -190,7 +207,7 @@ fn yaml_filter(value: Value) -> Result<String, minijinja::Error> {
         .map_err(|e| minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, e.to_string()))
 }
 
-fn template_error(file: &str, e: &minijinja::Error) -> TemplateError {
+fn template_error(file: &str, e: &minijinja::Error) -> RenderError {
     let mut message = match e.detail() {
         Some(detail) => format!("{}: {detail}", e.kind()),
         None => e.kind().to_string(),
@@ -200,8 +217,8 @@ fn template_error(file: &str, e: &minijinja::Error) -> TemplateError {
             " (Argo placeholders such as {{workflow.name}} must be wrapped in {% raw %}…{% endraw %} to pass through)",
         );
     }
-    TemplateError {
-        file: file.to_string(),
+    RenderError {
+        origin: file.to_string(),
         line: e.line(),
         message,
     }

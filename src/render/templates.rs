@@ -1,14 +1,14 @@
 //! Reading the templates directory.
 
-use super::{RenderErrors, TemplateError};
+use super::{RenderError, RenderErrors};
 use std::path::Path;
 
 /// Every `*.yaml` / `*.yml` file of `dir`, sorted by name. Dot-files are skipped: a mounted
 /// ConfigMap keeps its real files under `..data`, behind symlinks that have the plain names.
 pub fn load_dir(dir: &Path) -> Result<Vec<(String, String)>, RenderErrors> {
     let fail = |message: String| {
-        RenderErrors(vec![TemplateError {
-            file: dir.display().to_string(),
+        RenderErrors(vec![RenderError {
+            origin: dir.display().to_string(),
             line: None,
             message,
         }])

@@ -88,7 +88,7 @@ fn undefined_variables_are_errors_with_file_line_and_hint() {
     let err = r.render(&ns("team-a", &[])).unwrap_err();
     assert_eq!(err.0.len(), 1);
     assert_eq!(
-        (err.0[0].file.as_str(), err.0[0].line),
+        (err.0[0].origin.as_str(), err.0[0].line),
         ("cm.yaml", Some(6))
     );
     assert!(err.to_string().contains("{% raw %}"), "{err}");
@@ -110,7 +110,7 @@ fn syntax_errors_of_every_file_are_reported_together() {
     ])
     .err()
     .unwrap();
-    let files: Vec<_> = err.0.iter().map(|e| (e.file.as_str(), e.line)).collect();
+    let files: Vec<_> = err.0.iter().map(|e| (e.origin.as_str(), e.line)).collect();
     assert_eq!(files, [("a.yaml", Some(1)), ("c.yaml", Some(2))]);
 }
 
@@ -122,7 +122,7 @@ fn invalid_yaml_output_names_the_line() {
     )])
     .unwrap();
     let err = r.render(&ns("a", &[])).unwrap_err();
-    assert_eq!(err.0[0].file, "bad.yaml");
+    assert_eq!(err.0[0].origin, "bad.yaml");
     assert!(err.0[0].line.is_some(), "{err}");
     assert!(err.to_string().contains("not valid YAML"), "{err}");
 }

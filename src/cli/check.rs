@@ -1,0 +1,79 @@
+//! `flotilla check`: validates the config and templates offline, reporting every problem at
+//! once, each with its file and line.
+
+use super::CliError;
+use flotilla::config::Config;
+use flotilla::render::{self, NamespaceInput, Renderer};
+use std::path::Path;
+
+pub fn check(config_path: &Path) -> Result<(), CliError> {
+    let config = Config::load(config_path).map_err(|e| CliError(e.into()))?;
+    let sources =
+        render::load_dir(&config.templates_dir).map_err(|e| CliError(anyhow::anyhow!("{e}")))?;
+    let count = sources.len();
+    // Templates that do not compile are reported; the others are still rendered, so that one
+    // run shows every problem.
+    let (renderer, mut problems) = match Renderer::new(sources.clone(), &config) {
+        Ok(renderer) => (renderer, Vec::new()),
+        Err(errors) => {
+            let broken: Vec<&str> = errors.0.iter().map(|e| e.origin.as_str()).collect();
+            let rest = sources
+                .into_iter()
+                .filter(|(file, _)| !broken.contains(&file.as_str()))
+                .collect();
+            let renderer =
+                Renderer::new(rest, &config).map_err(|e| CliError(anyhow::anyhow!("{e}")))?;
+            (renderer, errors.0)
+        }
+    };
+    let sample = NamespaceInput {
+        name: "flotilla-check".into(),
+        labels: config
+            .selector
+            .clone()
+            .into_iter()
+            .filter_map(|expr| match expr {
+                kube::core::Expression::Equal(k, v) => Some((k, v)),
+                _ => None,
+            })
+            .collect(),
+        annotations: Default::default(),
+    };
+    let objects = match renderer.render(&sample) {
+        Ok(objects) => objects.len(),
+        Err(errors) => {
+            problems.extend(errors.0);
+            0
+        }
+    };
+    if problems.is_empty() {
+        println!(
+            "ok: {} and {count} templates in {} ({objects} objects for a sample namespace)",
+            config_path.display(),
+            config.templates_dir.display()
+        );
+        return Ok(());
+    }
+    for problem in &problems {
+        println!("{}", problem_line(&config, problem));
+    }
+    Err(CliError(anyhow::anyhow!(
+        "{} problem(s) in {}",
+        problems.len(),
+        config.templates_dir.display()
+    )))
+}
+
+/// Template problems carry the file name; show it as a path a terminal can open.
+fn problem_line(config: &Config, problem: &render::RenderError) -> String {
+    let path = config.templates_dir.join(&problem.origin);
+    if path.is_file() {
+        let located = render::RenderError {
+            origin: path.display().to_string(),
+            ..problem.clone()
+        };
+        located.to_string()
+    } else {
+        problem.to_string()
+    }
+}

@@ -1,0 +1,131 @@
+//! `flotilla diff`: per object, what `run` would change on the live cluster, as a unified diff
+//! computed by the API server itself (server-side dry-run apply against the live object).
+//! Exit code 0: no difference, 1: differences, 2: error (as `kubectl diff`).
+
+use super::{CliError, live};
+use flotilla::config::Config;
+use flotilla::plan::{self, Decision};
+use flotilla::render::Renderer;
+use flotilla::{cluster, diff, ownership};
+use kube::Client;
+use kube::ResourceExt;
+use kube::core::SelectorExt;
+use std::collections::BTreeSet;
+use std::path::Path;
+
+#[derive(clap::Args)]
+pub struct DiffArgs {
+    /// The namespace to compare.
+    #[arg(
+        long,
+        short = 'n',
+        required_unless_present = "all",
+        conflicts_with = "all"
+    )]
+    namespace: Option<String>,
+    /// Every opted-in namespace, and every namespace something was stamped for.
+    #[arg(long)]
+    all: bool,
+}
+
+/// Returns whether anything differs.
+pub fn diff(config_path: &Path, args: &DiffArgs) -> Result<bool, CliError> {
+    let (config, renderer) = super::load(config_path)?;
+    live::runtime()?.block_on(async {
+        let client = live::client().await?;
+        let namespaces = match &args.namespace {
+            Some(name) => vec![name.clone()],
+            None => fleet(&client, &config).await?,
+        };
+        let mut changed = false;
+        for name in namespaces {
+            changed |= diff_namespace(&client, &config, &renderer, &name).await?;
+        }
+        Ok(changed)
+    })
+}
+
+fn api_error(what: String) -> impl FnOnce(kube::Error) -> CliError {
+    move |e| CliError(anyhow::anyhow!("{what}: {e}"))
+}
+
+/// Opted-in namespaces plus those that still have stamped objects (they would be reaped).
+async fn fleet(client: &Client, config: &Config) -> Result<Vec<String>, CliError> {
+    let namespaces = kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+        .list_metadata(&Default::default())
+        .await
+        .map_err(api_error("listing namespaces".into()))?;
+    let mut names: BTreeSet<String> = namespaces
+        .items
+        .iter()
+        .filter(|ns| config.selector.matches(ns.labels()))
+        .map(|ns| ns.name_any())
+        .collect();
+    for kind in flotilla::kinds::Kind::ALL {
+        let api: kube::Api<kube::api::DynamicObject> =
+            kube::Api::all_with(client.clone(), &kind.api_resource());
+        let params =
+            kube::api::ListParams::default().labels(&ownership::watch_selector(&config.instance));
+        let list = api
+            .list_metadata(&params)
+            .await
+            .map_err(api_error(format!("listing {kind}s")))?;
+        names.extend(
+            list.items
+                .iter()
+                .filter_map(|o| o.labels().get(ownership::FOR_NAMESPACE).cloned()),
+        );
+    }
+    Ok(names.into_iter().collect())
+}
+
+async fn diff_namespace(
+    client: &Client,
+    config: &Config,
+    renderer: &Renderer,
+    name: &str,
+) -> Result<bool, CliError> {
+    let namespace = live::namespace(client, name).await?;
+    let opted_in = namespace.as_ref().filter(|ns| {
+        ns.metadata.deletion_timestamp.is_none() && config.selector.matches(ns.labels())
+    });
+    let desired = match opted_in {
+        Some(ns) => renderer
+            .render(&live::input(ns))
+            .map_err(|e| CliError(anyhow::anyhow!("rendering for {name}:\n{e}")))?,
+        None => Vec::new(),
+    };
+    let mut changed = false;
+    for object in &desired {
+        let live = cluster::get(client, &object.key)
+            .await
+            .map_err(api_error(format!("reading {}", object.key)))?;
+        match plan::decide(object, live.as_ref(), &config.instance) {
+            Decision::InSync => continue,
+            Decision::Conflict(reason) => {
+                eprintln!("# {reason}: flotilla leaves it alone");
+                continue;
+            }
+            Decision::Create | Decision::Update => {}
+        }
+        let after = cluster::dry_run_apply(client, &config.field_manager, object)
+            .await
+            .map_err(api_error(format!("dry-run apply of {}", object.key)))?;
+        if let Some(text) = diff::unified(&object.key.to_string(), live.as_ref(), Some(&after)) {
+            print!("{text}");
+            changed = true;
+        }
+    }
+    let stamped = cluster::stamped_for(client, &config.instance, name)
+        .await
+        .map_err(api_error(format!("listing what was stamped for {name}")))?;
+    for (key, live) in stamped {
+        if !desired.iter().any(|d| d.key == key)
+            && let Some(text) = diff::unified(&key.to_string(), Some(&live), None)
+        {
+            print!("{text}");
+            changed = true;
+        }
+    }
+    Ok(changed)
+}

@@ -1,0 +1,92 @@
+//! The API calls on stamped objects, shared by the operator and the CLI: get, server-side apply
+//! (also as a dry run), delete, and listing what one instance stamped for a namespace.
+
+use crate::kinds::Kind;
+use crate::object::{ObjectKey, Stamped};
+use crate::ownership;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, Preconditions};
+use kube::{Client, ResourceExt};
+
+fn api(client: &Client, key: &ObjectKey) -> Api<DynamicObject> {
+    Api::namespaced_with(client.clone(), &key.namespace, &key.kind.api_resource())
+}
+
+/// The live object, if any.
+pub async fn get(client: &Client, key: &ObjectKey) -> kube::Result<Option<serde_json::Value>> {
+    let live = api(client, key).get_opt(&key.name).await?;
+    Ok(live.and_then(|obj| serde_json::to_value(obj).ok()))
+}
+
+/// Server-side apply under flotilla's field manager; returns the object as applied. `force`
+/// takes over fields another manager changed: that is how drift is reverted.
+pub async fn apply(
+    client: &Client,
+    field_manager: &str,
+    object: &Stamped,
+) -> kube::Result<serde_json::Value> {
+    let params = PatchParams::apply(field_manager).force();
+    let applied = api(client, &object.key)
+        .patch(&object.key.name, &params, &Patch::Apply(&object.body))
+        .await?;
+    serde_json::to_value(applied).map_err(kube::Error::SerdeError)
+}
+
+/// What the object would be after a server-side apply, computed by the API server (dry run).
+pub async fn dry_run_apply(
+    client: &Client,
+    field_manager: &str,
+    object: &Stamped,
+) -> kube::Result<serde_json::Value> {
+    let params = PatchParams::apply(field_manager).force().dry_run();
+    let applied = api(client, &object.key)
+        .patch(&object.key.name, &params, &Patch::Apply(&object.body))
+        .await?;
+    serde_json::to_value(applied).map_err(kube::Error::SerdeError)
+}
+
+/// Every object `instance` stamped for `namespace`, of every stampable kind, wherever it lives.
+pub async fn stamped_for(
+    client: &Client,
+    instance: &str,
+    namespace: &str,
+) -> kube::Result<Vec<(ObjectKey, serde_json::Value)>> {
+    let selector = format!(
+        "{},{}={namespace}",
+        ownership::watch_selector(instance),
+        ownership::FOR_NAMESPACE
+    );
+    let mut found = Vec::new();
+    for kind in Kind::ALL {
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &kind.api_resource());
+        for obj in api.list(&ListParams::default().labels(&selector)).await? {
+            let key = ObjectKey {
+                kind,
+                namespace: obj.namespace().unwrap_or_default(),
+                name: obj.name_any(),
+            };
+            let mut value = serde_json::to_value(obj).map_err(kube::Error::SerdeError)?;
+            // List items come without their type.
+            value["apiVersion"] = kind.api_version().into();
+            value["kind"] = kind.name().into();
+            found.push((key, value));
+        }
+    }
+    Ok(found)
+}
+
+/// Deletes an object only if it is still the one the watch saw (same uid), so an object that
+/// was replaced by someone else in between is never deleted. Gone already counts as done.
+pub async fn delete(client: &Client, key: &ObjectKey, uid: Option<String>) -> kube::Result<()> {
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid,
+            resource_version: None,
+        }),
+        ..DeleteParams::background()
+    };
+    match api(client, key).delete(&key.name, &params).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.is_not_found() || status.code == 409 => Ok(()),
+        Err(e) => Err(e),
+    }
+}

@@ -1,0 +1,204 @@
+use super::*;
+use crate::kinds::Kind;
+use serde_json::json;
+
+fn rendered() -> Vec<Stamped> {
+    let key = |kind, name: &str| ObjectKey {
+        kind,
+        namespace: "team-a".into(),
+        name: name.into(),
+    };
+    vec![
+        Stamped {
+            key: key(Kind::ConfigMap, "cm"),
+            body: json!({}),
+            hash: "h1".into(),
+            template: "cm.yaml".into(),
+        },
+        Stamped {
+            key: key(Kind::Deployment, "workflow-controller"),
+            body: json!({"spec": {"template": {"spec": {"containers": [{"image": "ctrl:v1"}]}}}}),
+            hash: "h2".into(),
+            template: "d.yaml".into(),
+        },
+    ]
+}
+
+fn deployment(observed: Option<i64>, available: i64) -> Value {
+    let mut d = json!({
+        "metadata": {"generation": 1},
+        "spec": {"replicas": 1},
+        "status": {"updatedReplicas": 1, "readyReplicas": available, "availableReplicas": available,
+            "conditions": [{"type": "Available", "status": if available > 0 {"True"} else {"False"},
+                "reason": "MinimumReplicasUnavailable", "message": "Deployment does not have minimum availability."}]},
+    });
+    if let Some(g) = observed {
+        d["status"]["observedGeneration"] = json!(g);
+    }
+    d
+}
+
+fn at(seconds: i64) -> Timestamp {
+    Timestamp::from_second(1_800_000_000 + seconds).unwrap()
+}
+
+fn observe<'a>(
+    rendered: Result<&'a [Stamped], String>,
+    conflicts: &'a [(ObjectKey, String)],
+    workload: Option<&'a Value>,
+    now: Timestamp,
+) -> Observation<'a> {
+    Observation {
+        namespace: "team-a",
+        rendered,
+        conflicts,
+        workload,
+        revision: "rev1",
+        now,
+        degraded_after: Duration::from_secs(300),
+    }
+}
+
+fn condition<'s>(status: &'s WorkerStatus, type_: &str) -> &'s Condition {
+    status.conditions.iter().find(|c| c.type_ == type_).unwrap()
+}
+
+#[test]
+fn walks_pending_progressing_ready_degraded_ready() {
+    let objects = rendered();
+    let (pending, _) = compute(None, &observe(Ok(&objects), &[], None, at(0)));
+    assert_eq!(pending.phase, Phase::Pending);
+    assert_eq!(pending.image, "ctrl:v1");
+    assert_eq!(pending.revision, "rev1");
+    assert_eq!(pending.objects.len(), 2);
+    assert_eq!(condition(&pending, "Applied").status, "True");
+
+    let rolling = deployment(Some(1), 0);
+    let (progressing, recheck) = compute(
+        Some(&pending),
+        &observe(Ok(&objects), &[], Some(&rolling), at(10)),
+    );
+    assert_eq!(progressing.phase, Phase::Progressing);
+    assert_eq!(progressing.ready, "0/1");
+    assert_eq!(recheck, Some(Duration::from_secs(300)));
+    assert!(
+        progressing.message.contains("minimum availability"),
+        "{}",
+        progressing.message
+    );
+
+    let (still, recheck) = compute(
+        Some(&progressing),
+        &observe(Ok(&objects), &[], Some(&rolling), at(110)),
+    );
+    assert_eq!(
+        still, progressing,
+        "nothing new: the same status, so no write"
+    );
+    assert_eq!(recheck, Some(Duration::from_secs(200)));
+
+    let up = deployment(Some(1), 1);
+    let (ready, recheck) = compute(
+        Some(&still),
+        &observe(Ok(&objects), &[], Some(&up), at(120)),
+    );
+    assert_eq!(
+        (ready.phase, ready.ready.as_str(), recheck),
+        (Phase::Ready, "1/1", None)
+    );
+    assert_eq!(
+        condition(&ready, "Available").last_transition_time,
+        at(120).to_string()
+    );
+
+    let (lost, _) = compute(
+        Some(&ready),
+        &observe(Ok(&objects), &[], Some(&rolling), at(200)),
+    );
+    assert_eq!(lost.phase, Phase::Progressing);
+    let (degraded, recheck) = compute(
+        Some(&lost),
+        &observe(Ok(&objects), &[], Some(&rolling), at(500)),
+    );
+    assert_eq!((degraded.phase, recheck), (Phase::Degraded, None));
+    assert!(
+        degraded.message.contains("kubectl -n team-a get pods"),
+        "{}",
+        degraded.message
+    );
+    assert_eq!(
+        condition(&degraded, "Available").last_transition_time,
+        at(200).to_string(),
+        "unavailable since it was lost"
+    );
+
+    let (recovered, _) = compute(
+        Some(&degraded),
+        &observe(Ok(&objects), &[], Some(&up), at(600)),
+    );
+    assert_eq!(recovered.phase, Phase::Ready);
+}
+
+#[test]
+fn a_deployment_not_yet_seen_by_its_controller_is_pending() {
+    let objects = rendered();
+    let fresh = deployment(None, 0);
+    let (status, _) = compute(None, &observe(Ok(&objects), &[], Some(&fresh), at(0)));
+    assert_eq!(status.phase, Phase::Pending);
+}
+
+#[test]
+fn render_failure_keeps_what_was_known_and_says_what_to_do() {
+    let objects = rendered();
+    let up = deployment(Some(1), 1);
+    let (ready, _) = compute(None, &observe(Ok(&objects), &[], Some(&up), at(0)));
+    let error =
+        "annotation override.flotilla.dev/parallelism: \"lots\" is not an integer".to_string();
+    let (failed, _) = compute(Some(&ready), &observe(Err(error), &[], None, at(50)));
+    assert_eq!(failed.phase, Phase::RenderFailed);
+    assert!(failed.message.contains("parallelism"), "{}", failed.message);
+    assert!(failed.message.contains("kept"), "{}", failed.message);
+    assert_eq!(
+        (failed.revision.as_str(), failed.image.as_str()),
+        ("rev1", "ctrl:v1")
+    );
+    assert_eq!(failed.objects, ready.objects);
+    assert_eq!(condition(&failed, "Applied").reason, "RenderFailed");
+    assert_eq!(
+        condition(&failed, "Available"),
+        condition(&ready, "Available")
+    );
+    assert_eq!(failed.last_reconcile_time, at(50).to_string());
+}
+
+#[test]
+fn conflicts_are_reported_and_excluded_from_objects() {
+    let objects = rendered();
+    let conflicts = [(
+        objects[0].key.clone(),
+        "ConfigMap team-a/cm exists and was not created by flotilla".to_string(),
+    )];
+    let (status, _) = compute(None, &observe(Ok(&objects), &conflicts, None, at(0)));
+    assert_eq!(status.phase, Phase::Conflict);
+    assert!(
+        status.message.contains("Delete or rename"),
+        "{}",
+        status.message
+    );
+    assert_eq!(status.objects.len(), 1);
+    assert_eq!(condition(&status, "Applied").reason, "Conflict");
+}
+
+#[test]
+fn worker_object_is_labelled_and_owned_by_its_namespace() {
+    let worker = worker_object("team-a", Some("uid-1".into()), "fleet");
+    assert_eq!(worker.metadata.name.as_deref(), Some("team-a"));
+    let labels = worker.metadata.labels.unwrap();
+    assert_eq!(labels["flotilla.dev/namespace"], "team-a");
+    assert_eq!(labels["flotilla.dev/instance"], "fleet");
+    let owner = &worker.metadata.owner_references.unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.uid.as_str()),
+        ("Namespace", "uid-1")
+    );
+}
