@@ -75,8 +75,9 @@ pub async fn stamped_for(
 }
 
 /// Deletes an object only if it is still the one the watch saw (same uid), so an object that
-/// was replaced by someone else in between is never deleted. Gone already counts as done.
-pub async fn delete(client: &Client, key: &ObjectKey, uid: Option<String>) -> kube::Result<()> {
+/// was replaced by someone else in between is never deleted. Returns whether this call deleted
+/// it: already gone (or replaced) is not an error.
+pub async fn delete(client: &Client, key: &ObjectKey, uid: Option<String>) -> kube::Result<bool> {
     let params = DeleteParams {
         preconditions: Some(Preconditions {
             uid,
@@ -85,8 +86,8 @@ pub async fn delete(client: &Client, key: &ObjectKey, uid: Option<String>) -> ku
         ..DeleteParams::background()
     };
     match api(client, key).delete(&key.name, &params).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.is_not_found() || status.code == 409 => Ok(()),
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if status.is_not_found() || status.code == 409 => Ok(false),
         Err(e) => Err(e),
     }
 }

@@ -158,6 +158,8 @@ pub struct Fleet {
     pub label: String,
     pub templates: PathBuf,
     pub values: serde_json::Value,
+    /// Further config keys (e.g. `degradedAfterSeconds`), merged into the config file.
+    pub settings: serde_json::Map<String, serde_json::Value>,
     dir: tempfile::TempDir,
 }
 
@@ -175,11 +177,14 @@ impl Fleet {
             &std::fs::read_to_string(env().repo.join("flotilla.yaml")).unwrap(),
         )
         .unwrap();
+        let mut settings = serde_json::Map::new();
+        settings.insert("overrides".into(), repo_config["overrides"].clone());
         Fleet {
             instance: format!("e2e-{name}"),
             label: format!("e2e.flotilla.dev/{name}"),
             templates,
             values: repo_config["values"].clone(),
+            settings,
             dir,
         }
     }
@@ -194,7 +199,7 @@ impl Fleet {
 
     /// Writes the config file for the current templates and values.
     pub fn config_file(&self) -> PathBuf {
-        let config = serde_json::json!({
+        let mut config = serde_json::json!({
             "selector": format!("{}=on", self.label),
             "templates": self.templates,
             "namespace": FLOTILLA_NAMESPACE,
@@ -202,6 +207,9 @@ impl Fleet {
             "concurrency": 8,
             "values": self.values,
         });
+        if let Some(map) = config.as_object_mut() {
+            map.extend(self.settings.clone());
+        }
         let path = self.dir.path().join("flotilla.yaml");
         std::fs::write(&path, config.to_string()).unwrap();
         path
@@ -211,6 +219,26 @@ impl Fleet {
         Flotilla::start(
             &self.config_file(),
             &self.dir.path().join(format!("{}.log", self.instance)),
+        )
+    }
+
+    /// Runs a flotilla subcommand with this fleet's config (as flotilla's own ServiceAccount);
+    /// returns exit code and stdout.
+    pub fn cli(&self, args: &[&str]) -> (i32, String) {
+        let out = Command::new(env!("CARGO_BIN_EXE_flotilla"))
+            .args(args)
+            .arg("--config")
+            .arg(self.config_file())
+            .env("KUBECONFIG", &env().flotilla_kubeconfig)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if !stderr.is_empty() {
+            eprintln!("flotilla {args:?} stderr:\n{stderr}");
+        }
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
         )
     }
 
@@ -401,6 +429,17 @@ impl Drop for Flotilla {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // A failing test shows what flotilla said.
+        if std::thread::panicking() {
+            let logs = self.logs();
+            let tail: Vec<&str> = logs.lines().rev().take(60).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            eprintln!(
+                "--- last lines of {}:\n{}",
+                self.log.display(),
+                tail.join("\n")
+            );
+        }
     }
 }
 

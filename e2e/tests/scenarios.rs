@@ -373,6 +373,7 @@ async fn a_restart_with_nothing_changed_makes_zero_writes() {
         "services",
         "deployments",
         "namespaces",
+        "namespaceworkers",
     ];
     let before = quiet_write_count(&client, &resources).await;
     let restarted = fleet.start();

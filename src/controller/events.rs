@@ -1,12 +1,21 @@
 //! Kubernetes Events for what happened to a namespace's worker: one per occurrence (they are
 //! only published when something was written or a new problem appeared), on both the Namespace
 //! and its NamespaceWorker.
+//!
+//! Written as core/v1 Events in `default`, the form every API server accepts for cluster-scoped
+//! objects: 1.20's events.k8s.io/v1 validation only takes those in `kube-system`, which is why
+//! kube's `Recorder` (events.k8s.io/v1 in `default`) is not used.
 
-use k8s_openapi::api::core::v1::ObjectReference;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ObjectMeta, PostParams};
+
+const EVENT_NAMESPACE: &str = "default";
 
 pub struct Events {
-    recorder: Recorder,
+    api: Api<Event>,
+    instance: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -29,41 +38,90 @@ impl Reason {
         }
     }
 
-    fn event_type(self) -> EventType {
+    fn event_type(self) -> &'static str {
         match self {
-            Reason::Applied | Reason::DriftRepaired | Reason::Reaped => EventType::Normal,
-            Reason::RenderFailed | Reason::Conflict => EventType::Warning,
+            Reason::Applied | Reason::DriftRepaired | Reason::Reaped => "Normal",
+            Reason::RenderFailed | Reason::Conflict => "Warning",
         }
     }
 }
 
 impl Events {
     pub fn new(client: kube::Client) -> Events {
-        let reporter = Reporter {
-            controller: "flotilla".into(),
-            instance: std::env::var("POD_NAME").ok(),
-        };
         Events {
-            recorder: Recorder::new(client, reporter),
+            api: Api::namespaced(client, EVENT_NAMESPACE),
+            instance: std::env::var("POD_NAME").ok(),
         }
     }
 
     /// Publishes one Event on each of `regarding`. A failure is logged, never fatal: Events are
     /// a courtesy to admins, the status resource is the record.
-    pub async fn publish(&self, reason: Reason, note: String, regarding: &[&ObjectReference]) {
-        // The Events API caps notes at 1 kB.
-        let note: String = note.chars().take(1000).collect();
-        let event = Event {
-            type_: reason.event_type(),
-            reason: reason.as_str().into(),
-            note: Some(note),
-            action: reason.as_str().into(),
-            secondary: None,
-        };
+    pub async fn publish(&self, reason: Reason, message: String, regarding: &[&ObjectReference]) {
         for reference in regarding {
-            if let Err(e) = self.recorder.publish(&event, reference).await {
+            let event = event(reason, &message, reference, self.instance.clone());
+            if let Err(e) = self.api.create(&PostParams::default(), &event).await {
                 tracing::warn!(reason = reason.as_str(), error = %e, "could not publish an Event");
             }
         }
+    }
+}
+
+fn event(
+    reason: Reason,
+    message: &str,
+    regarding: &ObjectReference,
+    instance: Option<String>,
+) -> Event {
+    let now = Timestamp::now();
+    let object = regarding.name.clone().unwrap_or_default();
+    Event {
+        metadata: ObjectMeta {
+            // Unique per occurrence, as kubectl and client-go name theirs.
+            name: Some(format!("{object}.{:x}", now.as_nanosecond())),
+            namespace: Some(EVENT_NAMESPACE.into()),
+            ..ObjectMeta::default()
+        },
+        involved_object: regarding.clone(),
+        reason: Some(reason.as_str().into()),
+        // The API caps messages at 1 kB.
+        message: Some(message.chars().take(1000).collect()),
+        type_: Some(reason.event_type().into()),
+        source: Some(EventSource {
+            component: Some("flotilla".into()),
+            host: None,
+        }),
+        reporting_component: Some("flotilla".into()),
+        reporting_instance: instance,
+        first_timestamp: Some(Time(now)),
+        last_timestamp: Some(Time(now)),
+        count: Some(1),
+        ..Event::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cluster_scoped_object_gets_a_legacy_event_in_default() {
+        let regarding = ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Namespace".into()),
+            name: Some("team-a".into()),
+            uid: Some("u1".into()),
+            ..ObjectReference::default()
+        };
+        let e = event(Reason::RenderFailed, &"x".repeat(2000), &regarding, None);
+        assert_eq!(e.metadata.namespace.as_deref(), Some("default"));
+        assert!(e.metadata.name.unwrap().starts_with("team-a."));
+        assert_eq!(e.involved_object, regarding);
+        assert_eq!(e.type_.as_deref(), Some("Warning"));
+        assert_eq!(e.message.unwrap().len(), 1000);
+        assert!(
+            e.event_time.is_none(),
+            "no eventTime: the legacy rules accept `default`"
+        );
+        assert_eq!(e.count, Some(1));
     }
 }

@@ -119,9 +119,11 @@ pub async fn reconcile(ctx: &Context, name: &str) -> Result<Outcome, Error> {
                 .find(|o| o.key == key)
                 .and_then(|o| o.uid.clone());
             match delete(ctx, &key, uid).await {
-                Ok(()) => {
-                    tracing::info!(namespace = name, object = %key, "pruned: no longer rendered");
-                    outcome.pruned += 1;
+                Ok(deleted) => {
+                    if deleted {
+                        tracing::info!(namespace = name, object = %key, "pruned: no longer rendered");
+                        outcome.pruned += 1;
+                    }
                 }
                 Err(e) => {
                     first_error.get_or_insert(e);
@@ -129,11 +131,8 @@ pub async fn reconcile(ctx: &Context, name: &str) -> Result<Outcome, Error> {
             }
         }
     }
-    if let Err(errors) = &rendered {
-        // Nothing is applied or pruned: the namespace keeps what it has.
-        tracing::error!(namespace = name, errors = %errors, "templates failed to render; stamped objects left as they are");
-        outcome.render_failed = true;
-    }
+    // On a render failure nothing is applied or pruned: the namespace keeps what it has.
+    outcome.render_failed = rendered.is_err();
     outcome.conflicts = conflicts.len();
     if let Some(e) = first_error {
         return Err(e);
@@ -157,7 +156,7 @@ pub async fn reconcile(ctx: &Context, name: &str) -> Result<Outcome, Error> {
     ctx.remember_status(name, &status);
     let mut regarding = vec![namespace_ref(&namespace)];
     regarding.extend(worker.as_ref().map(worker::reference));
-    publish_events(ctx, &outcome, previous.as_ref(), &status, &regarding).await;
+    report(ctx, name, &outcome, previous.as_ref(), &status, &regarding).await;
     Ok(outcome)
 }
 
@@ -165,8 +164,11 @@ fn namespace_ref(namespace: &PartialObjectMeta<Namespace>) -> ObjectReference {
     namespace.object_ref(&())
 }
 
-async fn publish_events(
+/// Logs and publishes Events for what a reconcile did. Writes are reported each time; a problem
+/// (render failure, conflict) once, when it first appears or changes, not on every resync.
+async fn report(
     ctx: &Context,
+    name: &str,
     outcome: &Outcome,
     previous: Option<&WorkerStatus>,
     status: &WorkerStatus,
@@ -189,20 +191,19 @@ async fn publish_events(
             .publish(Reason::DriftRepaired, note, &regarding)
             .await;
     }
-    // A problem is announced once, when it first appears or changes, not on every resync.
     let news = previous.is_none_or(|p| p.phase != status.phase || p.message != status.message);
-    match status.phase {
-        Phase::RenderFailed if news => {
-            ctx.events
-                .publish(Reason::RenderFailed, status.message.clone(), &regarding)
-                .await;
-        }
-        Phase::Conflict if news => {
-            ctx.events
-                .publish(Reason::Conflict, status.message.clone(), &regarding)
-                .await;
-        }
-        _ => {}
+    let reason = match status.phase {
+        Phase::RenderFailed => Reason::RenderFailed,
+        Phase::Conflict => Reason::Conflict,
+        _ => return,
+    };
+    if news {
+        tracing::error!(namespace = name, "{:?}: {}", status.phase, status.message);
+        ctx.events
+            .publish(reason, status.message.clone(), &regarding)
+            .await;
+    } else {
+        tracing::debug!(namespace = name, "still {:?}", status.phase);
     }
 }
 
@@ -245,10 +246,7 @@ async fn sync(ctx: &Context, object: &Stamped) -> Result<(Synced, Option<Arc<Val
             ctx.verified(object, live.clone());
             return Ok((Synced::InSync, live));
         }
-        Decision::Conflict(reason) => {
-            tracing::warn!(object = %object.key, "conflict: {reason}");
-            return Ok((Synced::Conflict(reason), None));
-        }
+        Decision::Conflict(reason) => return Ok((Synced::Conflict(reason), None)),
         Decision::Create => Synced::Created,
         // Same content hash on the live object: it was rendered the same, so someone edited it.
         Decision::Update
@@ -275,7 +273,7 @@ async fn sync(ctx: &Context, object: &Stamped) -> Result<(Synced, Option<Arc<Val
     Ok((synced, applied))
 }
 
-async fn delete(ctx: &Context, key: &ObjectKey, uid: Option<String>) -> Result<(), Error> {
+async fn delete(ctx: &Context, key: &ObjectKey, uid: Option<String>) -> Result<bool, Error> {
     ctx.forget(key);
     api::delete(&ctx.client, key, uid)
         .await
@@ -291,9 +289,11 @@ async fn reap(ctx: &Context, name: &str, mut observed: Vec<Observed>) -> Result<
     let mut first_error = None;
     for object in observed {
         match delete(ctx, &object.key, object.uid).await {
-            Ok(()) => {
-                tracing::info!(object = %object.key, "reaped");
-                outcome.reaped += 1;
+            Ok(deleted) => {
+                if deleted {
+                    tracing::info!(object = %object.key, "reaped");
+                    outcome.reaped += 1;
+                }
             }
             Err(e) => {
                 first_error.get_or_insert(e);

@@ -1,0 +1,499 @@
+//! What a cluster admin sees and steers: NamespaceWorker status and phases, Events, per-namespace
+//! overrides, `flotilla diff`, `flotilla check` and `flotilla status`.
+
+use crate::harness::*;
+use flotilla::status::{NamespaceWorker, Phase};
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Event, Namespace, Pod};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, ResourceExt};
+use kube::runtime::{WatchStreamExt, watcher};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+fn worker_api(client: &kube::Client) -> Api<NamespaceWorker> {
+    Api::all(client.clone())
+}
+
+async fn phase_of(client: &kube::Client, namespace: &str) -> Option<Phase> {
+    let worker = worker_api(client).get_opt(namespace).await.ok()??;
+    Some(worker.status?.phase)
+}
+
+async fn wait_phase(client: &kube::Client, namespace: &str, want: Phase) -> NamespaceWorker {
+    eventually(
+        &format!("NamespaceWorker {namespace} to be {want:?}"),
+        || async {
+            let worker = worker_api(client).get_opt(namespace).await.ok()??;
+            (worker.status.as_ref()?.phase == want).then_some(worker)
+        },
+    )
+    .await
+}
+
+/// Stands in for the kubelet: marks the controller's pods ready or not, so the ReplicaSet and
+/// Deployment controllers compute real availability from them.
+async fn set_pods_ready(client: &kube::Client, namespace: &str, ready: bool) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let list = eventually(&format!("the controller pod in {namespace}"), || async {
+        let list = pods
+            .list(&ListParams::default().labels("app=workflow-controller"))
+            .await
+            .ok()?;
+        (!list.items.is_empty()).then_some(list)
+    })
+    .await;
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    let status = if ready { "True" } else { "False" };
+    for pod in list {
+        let patch = serde_json::json!({"status": {
+            "phase": "Running",
+            "conditions": [{"type": "Ready", "status": status, "lastTransitionTime": now}],
+        }});
+        pods.patch_status(
+            &pod.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(patch),
+        )
+        .await
+        .unwrap();
+    }
+}
+
+fn kubectl_admin(args: &[&str]) -> String {
+    kubectl(&env().admin_kubeconfig, args)
+}
+
+#[tokio::test]
+async fn worker_phase_follows_the_controller_deployment() {
+    let client = admin().await;
+    let mut fleet = Fleet::new("phases");
+    fleet
+        .settings
+        .insert("degradedAfterSeconds".into(), 4.into());
+    let ns = "phases-a";
+    // Every phase the worker is written with, in order, as a watcher sees them.
+    let seen: Arc<Mutex<Vec<Phase>>> = Arc::default();
+    let recorder = tokio::spawn({
+        let seen = Arc::clone(&seen);
+        let config = watcher::Config::default().fields(&format!("metadata.name={ns}"));
+        let stream = watcher(worker_api(&client), config).applied_objects();
+        async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(Ok(worker)) = stream.next().await {
+                if let Some(status) = worker.status {
+                    let mut seen = seen.lock().unwrap();
+                    if seen.last() != Some(&status.phase) {
+                        seen.push(status.phase);
+                    }
+                }
+            }
+        }
+    });
+    let _flotilla = fleet.start();
+    fleet.namespace(&client, ns, true).await;
+    wait_phase(&client, ns, Phase::Progressing).await;
+    set_pods_ready(&client, ns, true).await;
+    let ready = wait_phase(&client, ns, Phase::Ready).await;
+    let status = ready.status.unwrap();
+    assert_eq!(status.ready, "1/1");
+    assert_eq!(status.image, "quay.io/argoproj/workflow-controller:v4.1.2");
+    assert_eq!(status.objects.len(), 9);
+    assert!(
+        status.conditions.iter().all(|c| c.status == "True"),
+        "{:?}",
+        status.conditions
+    );
+
+    set_pods_ready(&client, ns, false).await;
+    let degraded = wait_phase(&client, ns, Phase::Degraded).await;
+    let message = degraded.status.unwrap().message;
+    assert!(message.contains("unavailable since"), "{message}");
+    assert!(
+        message.contains(&format!("kubectl -n {ns} get pods")),
+        "{message}"
+    );
+    set_pods_ready(&client, ns, true).await;
+    wait_phase(&client, ns, Phase::Ready).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    recorder.abort();
+    let seen = seen.lock().unwrap().clone();
+    let expected = [
+        Phase::Pending,
+        Phase::Progressing,
+        Phase::Ready,
+        Phase::Degraded,
+        Phase::Ready,
+    ];
+    let mut rest = seen.iter();
+    for want in expected {
+        assert!(
+            rest.any(|p| *p == want),
+            "phases {seen:?} lack {expected:?} in order"
+        );
+    }
+
+    // kubectl's printer columns.
+    let table = kubectl_admin(&["get", "nsw", ns]);
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["NAME", "PHASE", "READY", "REVISION", "IMAGE", "AGE"]
+    );
+    let row: Vec<&str> = table.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(&row[..3], [ns, "Ready", "1/1"]);
+    assert_eq!(
+        row[3],
+        fleet.render(ns, &[])[0]["metadata"]["annotations"]["flotilla.dev/revision"]
+    );
+    assert_eq!(row[4], "quay.io/argoproj/workflow-controller:v4.1.2");
+    let wide = kubectl_admin(&["get", "nsw", ns, "-o", "wide"]);
+    assert!(wide.lines().next().unwrap().ends_with("MESSAGE"), "{wide}");
+    assert!(wide.contains("1/1 replicas ready"), "{wide}");
+    let describe = kubectl_admin(&["describe", "nsw", ns]);
+    assert!(
+        describe.contains("Phase:") && describe.contains("Available"),
+        "{describe}"
+    );
+
+    // Reaping removes the worker with everything else.
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces
+        .patch(
+            ns,
+            &PatchParams::default(),
+            &Patch::Merge(fleet.opt_in_patch(None)),
+        )
+        .await
+        .unwrap();
+    fleet.wait_reaped(&client, ns).await;
+    eventually("the NamespaceWorker to be removed", || async {
+        worker_api(&client)
+            .get_opt(ns)
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let _ = namespaces.delete(ns, &DeleteParams::default()).await;
+}
+
+/// Events about the object with `uid` (of `kind`) with `reason`.
+async fn events(client: &kube::Client, kind: &str, uid: &str, reason: &str) -> Vec<Event> {
+    let api: Api<Event> = Api::namespaced(client.clone(), "default");
+    let list = api.list(&ListParams::default()).await.unwrap();
+    list.items
+        .into_iter()
+        .filter(|e| {
+            let regarding = &e.involved_object;
+            e.reason.as_deref() == Some(reason)
+                && regarding.kind.as_deref() == Some(kind)
+                && regarding.uid.as_deref() == Some(uid)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn events_are_published_once_per_occurrence() {
+    let client = admin().await;
+    let mut fleet = Fleet::new("events");
+    fleet.settings.insert("resyncSeconds".into(), 1.into());
+    let ns = "events-a";
+    let flotilla = fleet.start();
+    let namespace_uid = fleet.namespace(&client, ns, true).await.uid().unwrap();
+    let worker_uid = wait_phase(&client, ns, Phase::Progressing)
+        .await
+        .uid()
+        .unwrap();
+    let objects = [
+        ("Namespace", namespace_uid.as_str()),
+        ("NamespaceWorker", worker_uid.as_str()),
+    ];
+    // Several resyncs later, still one Applied Event on each object.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    for (kind, uid) in objects {
+        let applied = events(&client, kind, uid, "Applied").await;
+        assert_eq!(applied.len(), 1, "{kind}: {applied:?}");
+        assert!(
+            applied[0].series.is_none(),
+            "a single occurrence, not a series"
+        );
+    }
+
+    let deploys: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    let edit = serde_json::json!({"spec": {"template": {"spec": {"containers": [
+        {"name": "workflow-controller", "image": "someone/else:1"}]}}}});
+    deploys
+        .patch(
+            "workflow-controller",
+            &PatchParams::default(),
+            &Patch::Strategic(edit),
+        )
+        .await
+        .unwrap();
+    flotilla.wait_log("drift repaired").await;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let bad = serde_json::json!({"metadata": {"annotations": {"override.flotilla.dev/parallelism": "lots"}}});
+    namespaces
+        .patch(ns, &PatchParams::default(), &Patch::Merge(bad))
+        .await
+        .unwrap();
+    wait_phase(&client, ns, Phase::RenderFailed).await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    for (kind, uid) in objects {
+        assert_eq!(
+            events(&client, kind, uid, "DriftRepaired").await.len(),
+            1,
+            "{kind}"
+        );
+        let failed = events(&client, kind, uid, "RenderFailed").await;
+        assert_eq!(failed.len(), 1, "{kind}: {failed:?}");
+        let note = failed[0].message.clone().unwrap_or_default();
+        assert!(note.contains("override.flotilla.dev/parallelism"), "{note}");
+    }
+    namespaces
+        .patch(
+            ns,
+            &PatchParams::default(),
+            &Patch::Merge(fleet.opt_in_patch(None)),
+        )
+        .await
+        .unwrap();
+    fleet.wait_reaped(&client, ns).await;
+    eventually("a Reaped Event on the namespace", || async {
+        (events(&client, "Namespace", &namespace_uid, "Reaped")
+            .await
+            .len()
+            == 1)
+            .then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        events(&client, "Namespace", &namespace_uid, "Reaped")
+            .await
+            .len(),
+        1
+    );
+    let _ = namespaces.delete(ns, &DeleteParams::default()).await;
+}
+
+#[tokio::test]
+async fn overrides_change_only_their_namespace_and_a_bad_one_changes_nothing() {
+    let client = admin().await;
+    let fleet = Fleet::new("override");
+    let _flotilla = fleet.start();
+    let (canary, other) = ("override-canary", "override-other");
+    for ns in [canary, other] {
+        fleet.namespace(&client, ns, true).await;
+        fleet.wait_stamped(&client, ns).await;
+    }
+    let image_of = |ns: &'static str| {
+        let deploys: Api<Deployment> = Api::namespaced(client.clone(), ns);
+        async move {
+            let d = deploys.get("workflow-controller").await.ok()?;
+            d.spec.template.spec?.containers[0].image.clone()
+        }
+    };
+    let other_before = fleet.stamped_for(&client, other).await;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let annotate = |value: Option<&str>, key: &str| serde_json::json!({"metadata": {"annotations": {format!("override.flotilla.dev/{key}"): value}}});
+    let canary_image = "quay.io/argoproj/workflow-controller:v4.1.3-rc1";
+    namespaces
+        .patch(
+            canary,
+            &PatchParams::default(),
+            &Patch::Merge(annotate(Some(canary_image), "controllerImage")),
+        )
+        .await
+        .unwrap();
+    eventually("the canary image in the canary namespace", || async {
+        (image_of(canary).await? == canary_image).then_some(())
+    })
+    .await;
+    let worker = wait_phase(&client, canary, Phase::Progressing).await;
+    assert_eq!(worker.status.unwrap().image, canary_image);
+    let other_after = fleet.stamped_for(&client, other).await;
+    let versions = |objs: &[kube::api::DynamicObject]| {
+        let mut v: Vec<_> = objs
+            .iter()
+            .map(|o| (o.name_any(), o.resource_version()))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(
+        versions(&other_before),
+        versions(&other_after),
+        "the other namespace is untouched"
+    );
+
+    // A bad override: reported with its key, and nothing changes.
+    let canary_before = fleet.stamped_for(&client, canary).await;
+    let evil = "evil.example/controller:latest";
+    namespaces
+        .patch(
+            canary,
+            &PatchParams::default(),
+            &Patch::Merge(annotate(Some(evil), "controllerImage")),
+        )
+        .await
+        .unwrap();
+    let failed = wait_phase(&client, canary, Phase::RenderFailed).await;
+    let message = failed.status.unwrap().message;
+    assert!(
+        message.contains("override.flotilla.dev/controllerImage"),
+        "{message}"
+    );
+    assert!(
+        message.contains("does not match the allowed pattern"),
+        "{message}"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        versions(&canary_before),
+        versions(&fleet.stamped_for(&client, canary).await)
+    );
+    assert_eq!(image_of(canary).await.as_deref(), Some(canary_image));
+
+    // Removing the override restores the defaults.
+    namespaces
+        .patch(
+            canary,
+            &PatchParams::default(),
+            &Patch::Merge(annotate(None, "controllerImage")),
+        )
+        .await
+        .unwrap();
+    eventually("the default image back in the canary namespace", || async {
+        (image_of(canary).await? == "quay.io/argoproj/workflow-controller:v4.1.2").then_some(())
+    })
+    .await;
+    assert_ne!(phase_of(&client, canary).await, Some(Phase::RenderFailed));
+    for ns in [canary, other] {
+        let _ = namespaces.delete(ns, &DeleteParams::default()).await;
+    }
+}
+
+#[tokio::test]
+async fn diff_shows_a_drifted_field_and_exits_1_then_0_after_repair() {
+    let client = admin().await;
+    let fleet = Fleet::new("diff");
+    let ns = "diff-a";
+    let flotilla = fleet.start();
+    fleet.namespace(&client, ns, true).await;
+    fleet.wait_stamped(&client, ns).await;
+    let (code, out) = fleet.cli(&["diff", "--namespace", ns]);
+    assert_eq!((code, out.as_str()), (0, ""), "in sync: no diff");
+    flotilla.stop();
+
+    let deploys: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    let edit = serde_json::json!({"spec": {"template": {"spec": {"containers": [
+        {"name": "workflow-controller", "image": "someone/else:1"}]}}}});
+    deploys
+        .patch(
+            "workflow-controller",
+            &PatchParams::default(),
+            &Patch::Strategic(edit),
+        )
+        .await
+        .unwrap();
+    let (code, out) = fleet.cli(&["diff", "--namespace", ns]);
+    println!("flotilla diff --namespace {ns}:\n{out}");
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(&format!("--- live/Deployment {ns}/workflow-controller")),
+        "{out}"
+    );
+    assert!(out.contains("-        image: someone/else:1"), "{out}");
+    assert!(
+        out.contains("+        image: quay.io/argoproj/workflow-controller:v4.1.2"),
+        "{out}"
+    );
+    let (code, all) = fleet.cli(&["diff", "--all"]);
+    assert_eq!((code, all.contains("someone/else:1")), (1, true), "{all}");
+
+    let _flotilla = fleet.start();
+    eventually("the drift to be repaired", || async {
+        (fleet.cli(&["diff", "--namespace", ns]).0 == 0).then_some(())
+    })
+    .await;
+    let _ = Api::<Namespace>::all(client.clone())
+        .delete(ns, &DeleteParams::default())
+        .await;
+}
+
+#[tokio::test]
+async fn check_reports_every_broken_template_with_its_line() {
+    let fleet = Fleet::new("check");
+    let (code, out) = fleet.cli(&["check"]);
+    assert_eq!(code, 0, "{out}");
+    fleet.add_template(
+        "broken.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\ndata:\n  a: {{ oops\n",
+    );
+    fleet.add_template(
+        "undefined.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: y\ndata:\n  a: {{ values.nope }}\n",
+    );
+    let (code, out) = fleet.cli(&["check"]);
+    println!("flotilla check:\n{out}");
+    assert_eq!(code, 2);
+    assert!(out.contains("broken.yaml:6: syntax error"), "{out}");
+    assert!(out.contains("undefined.yaml:6: undefined value"), "{out}");
+}
+
+#[tokio::test]
+async fn a_fleet_with_a_degraded_and_a_render_failed_namespace_at_a_glance() {
+    let client = admin().await;
+    let mut fleet = Fleet::new("glance");
+    fleet
+        .settings
+        .insert("degradedAfterSeconds".into(), 2.into());
+    let _flotilla = fleet.start();
+    let (ready, degraded, broken) = ("glance-ready", "glance-degraded", "glance-broken");
+    for ns in [ready, degraded, broken] {
+        fleet.namespace(&client, ns, true).await;
+        wait_phase(&client, ns, Phase::Progressing).await;
+    }
+    set_pods_ready(&client, ready, true).await;
+    wait_phase(&client, ready, Phase::Ready).await;
+    wait_phase(&client, degraded, Phase::Degraded).await;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let bad = serde_json::json!({"metadata": {"annotations": {"override.flotilla.dev/parallelism": "5000"}}});
+    namespaces
+        .patch(broken, &PatchParams::default(), &Patch::Merge(bad))
+        .await
+        .unwrap();
+    wait_phase(&client, broken, Phase::RenderFailed).await;
+    let selector = format!("flotilla.dev/instance={}", fleet.instance);
+    let wide = kubectl_admin(&["get", "nsw", "-o", "wide", "-l", &selector]);
+    println!("kubectl get nsw -o wide:\n{wide}");
+    let (code, table) = fleet.cli(&["status"]);
+    println!("flotilla status:\n{table}");
+    assert_eq!(code, 0);
+    for (ns, phase) in [
+        (ready, "Ready"),
+        (degraded, "Degraded"),
+        (broken, "RenderFailed"),
+    ] {
+        for out in [&wide, &table] {
+            let line = out
+                .lines()
+                .find(|l| l.starts_with(ns))
+                .unwrap_or_else(|| panic!("{ns} missing:\n{out}"));
+            assert_eq!(line.split_whitespace().nth(1), Some(phase), "{line}");
+        }
+    }
+    assert!(
+        table.contains("3 namespaces: 1 Degraded, 1 Ready, 1 RenderFailed (1 ready)"),
+        "{table}"
+    );
+    let (code, json) = fleet.cli(&["status", "-o", "json"]);
+    let parsed: Vec<NamespaceWorker> = serde_json::from_str(&json).unwrap();
+    assert_eq!((code, parsed.len()), (0, 3));
+    for ns in [ready, degraded, broken] {
+        let _ = namespaces.delete(ns, &DeleteParams::default()).await;
+    }
+}
