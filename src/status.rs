@@ -235,7 +235,10 @@ pub fn compute(
             Phase::Degraded,
             format!(
                 "unavailable since {}: {}. Check the controller's pods: kubectl -n {} get pods -l app=workflow-controller; kubectl -n {} describe deployment workflow-controller",
-                available.last_transition_time, available.message, seen.namespace, seen.namespace
+                available.last_transition_time,
+                available.message.trim_end_matches('.'),
+                seen.namespace,
+                seen.namespace
             ),
         ),
         (Ok(_), true, _) => {

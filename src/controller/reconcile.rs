@@ -145,7 +145,9 @@ pub async fn reconcile(ctx: &Context, name: &str) -> Result<Outcome, Error> {
         conflicts: &conflicts,
         workload: workload.as_deref(),
         revision: ctx.renderer.revision(),
-        now: Timestamp::now(),
+        // Whole seconds, as Kubernetes shows times.
+        now: Timestamp::from_second(Timestamp::now().as_second())
+            .unwrap_or_else(|_| Timestamp::now()),
         degraded_after: Duration::from_secs(ctx.config.degraded_after_seconds),
     };
     let (status, recheck) = status::compute(previous.as_ref(), &observation);
