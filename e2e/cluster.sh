@@ -426,6 +426,72 @@ on_up_exit() {
   fi
 }
 
+# One function per component, so `restart` can start one again the same way.
+start_etcd() {
+  # etcd 3.4 refuses to start on architectures other than amd64/ppc64le
+  # unless told explicitly.
+  arch=$(dpkg --print-architecture 2>/dev/null || uname -m)
+  case $arch in amd64 | x86_64 | ppc64el | ppc64le) arch="" ;; esac
+  # Any ETCD_* in the caller's environment would clash with our flags.
+  local envargs=() v
+  for v in $(compgen -e); do
+    case $v in ETCD_*) envargs+=(-u "$v") ;; esac
+  done
+  if [ -n "$arch" ]; then envargs+=("ETCD_UNSUPPORTED_ARCH=$arch"); fi
+  start etcd env "${envargs[@]}" \
+    "$ETCD_BIN" --name flotilla-e2e --data-dir "$STATE/etcd" --logger zap \
+    --listen-client-urls "http://127.0.0.1:$ETCD_PORT" \
+    --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+    --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-cluster "flotilla-e2e=http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-cluster-state new
+  wait_until "etcd health" 30 etcd etcd_healthy
+}
+
+start_kube-apiserver() {
+  # --endpoint-reconciler-type=none: Endpoints may not hold loopback IPs, so the
+  # default reconciler would fail (HTTP 422) every 10 s, spamming log and audit
+  # log. Nothing runs in-cluster here, so the `kubernetes` Service needs none.
+  start kube-apiserver "$BIN/kube-apiserver" \
+    --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
+    --advertise-address=127.0.0.1 --bind-address=127.0.0.1 --secure-port="$PORT" \
+    --cert-dir="$STATE/apiserver-certs" \
+    --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
+    --client-ca-file="$PKI/ca.crt" \
+    --service-cluster-ip-range=10.0.0.0/24 \
+    --authorization-mode=RBAC \
+    --disable-admission-plugins=ServiceAccount \
+    --allow-privileged=true \
+    --token-auth-file="$STATE/tokens.csv" \
+    --service-account-issuer="https://127.0.0.1:$PORT" \
+    --service-account-key-file="$PKI/sa.pub" \
+    --service-account-signing-key-file="$PKI/sa.key" \
+    --audit-policy-file="$STATE/audit-policy.yaml" \
+    --audit-log-path="$STATE/audit.log" --audit-log-maxsize=200 \
+    --endpoint-reconciler-type=none
+  wait_until "kube-apiserver /readyz" "$READY_TIMEOUT" kube-apiserver apiserver_ready
+}
+
+start_kube-controller-manager() {
+  # --port=0 turns off 1.20's insecure HTTP port (10252). Delegated authn/authz
+  # via the admin kubeconfig, so its secure port (/metrics) accepts our token;
+  # skip-lookup because the API server has no front-proxy (requestheader) CA
+  # for it to find, which would otherwise be logged as an error every minute.
+  start kube-controller-manager "$BIN/kube-controller-manager" \
+    --kubeconfig="$STATE/admin.kubeconfig" \
+    --authentication-kubeconfig="$STATE/admin.kubeconfig" \
+    --authorization-kubeconfig="$STATE/admin.kubeconfig" \
+    --authentication-skip-lookup=true \
+    --leader-elect=false \
+    --service-account-private-key-file="$PKI/sa.key" \
+    --root-ca-file="$PKI/ca.crt" \
+    --cluster-signing-cert-file="$PKI/ca.crt" --cluster-signing-key-file="$PKI/ca.key" \
+    --bind-address=127.0.0.1 --secure-port="$KCM_PORT" --port=0 \
+    --cert-dir="$STATE/kcm-certs"
+  wait_until "kube-controller-manager /healthz" 60 kube-controller-manager kcm_healthy
+}
+
 do_up() {
   local t0=$SECONDS p arch
   check_state_dir
@@ -467,69 +533,16 @@ rules:
   - level: Metadata
 EOF
 
-  # etcd 3.4 refuses to start on architectures other than amd64/ppc64le
-  # unless told explicitly.
-  arch=$(dpkg --print-architecture 2>/dev/null || uname -m)
-  case $arch in amd64 | x86_64 | ppc64el | ppc64le) arch="" ;; esac
-  # Any ETCD_* in the caller's environment would clash with our flags.
-  local envargs=() v
-  for v in $(compgen -e); do
-    case $v in ETCD_*) envargs+=(-u "$v") ;; esac
-  done
-  if [ -n "$arch" ]; then envargs+=("ETCD_UNSUPPORTED_ARCH=$arch"); fi
-  start etcd env "${envargs[@]}" \
-    "$ETCD_BIN" --name flotilla-e2e --data-dir "$STATE/etcd" --logger zap \
-    --listen-client-urls "http://127.0.0.1:$ETCD_PORT" \
-    --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
-    --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
-    --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
-    --initial-cluster "flotilla-e2e=http://127.0.0.1:$ETCD_PEER_PORT" \
-    --initial-cluster-state new
-  wait_until "etcd health" 30 etcd etcd_healthy
+  start_etcd
 
-  # --endpoint-reconciler-type=none: Endpoints may not hold loopback IPs, so the
-  # default reconciler would fail (HTTP 422) every 10 s, spamming log and audit
-  # log. Nothing runs in-cluster here, so the `kubernetes` Service needs none.
-  start kube-apiserver "$BIN/kube-apiserver" \
-    --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
-    --advertise-address=127.0.0.1 --bind-address=127.0.0.1 --secure-port="$PORT" \
-    --cert-dir="$STATE/apiserver-certs" \
-    --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
-    --client-ca-file="$PKI/ca.crt" \
-    --service-cluster-ip-range=10.0.0.0/24 \
-    --authorization-mode=RBAC \
-    --disable-admission-plugins=ServiceAccount \
-    --allow-privileged=true \
-    --token-auth-file="$STATE/tokens.csv" \
-    --service-account-issuer="https://127.0.0.1:$PORT" \
-    --service-account-key-file="$PKI/sa.pub" \
-    --service-account-signing-key-file="$PKI/sa.key" \
-    --audit-policy-file="$STATE/audit-policy.yaml" \
-    --audit-log-path="$STATE/audit.log" --audit-log-maxsize=200 \
-    --endpoint-reconciler-type=none
-  wait_until "kube-apiserver /readyz" "$READY_TIMEOUT" kube-apiserver apiserver_ready
+  start_kube-apiserver
   write_kubeconfig
   if command -v kubectl >/dev/null; then
     kubectl --kubeconfig "$STATE/admin.kubeconfig" get namespaces >/dev/null ||
       die "kubectl cannot talk to the API server with $STATE/admin.kubeconfig"
   fi
 
-  # --port=0 turns off 1.20's insecure HTTP port (10252). Delegated authn/authz
-  # via the admin kubeconfig, so its secure port (/metrics) accepts our token;
-  # skip-lookup because the API server has no front-proxy (requestheader) CA
-  # for it to find, which would otherwise be logged as an error every minute.
-  start kube-controller-manager "$BIN/kube-controller-manager" \
-    --kubeconfig="$STATE/admin.kubeconfig" \
-    --authentication-kubeconfig="$STATE/admin.kubeconfig" \
-    --authorization-kubeconfig="$STATE/admin.kubeconfig" \
-    --authentication-skip-lookup=true \
-    --leader-elect=false \
-    --service-account-private-key-file="$PKI/sa.key" \
-    --root-ca-file="$PKI/ca.crt" \
-    --cluster-signing-cert-file="$PKI/ca.crt" --cluster-signing-key-file="$PKI/ca.key" \
-    --bind-address=127.0.0.1 --secure-port="$KCM_PORT" --port=0 \
-    --cert-dir="$STATE/kcm-certs"
-  wait_until "kube-controller-manager /healthz" 60 kube-controller-manager kcm_healthy
+  start_kube-controller-manager
   if command -v kubectl >/dev/null; then smoke_test; fi
 
   trap - EXIT
@@ -568,6 +581,17 @@ do_down() {
 
 # ---------------------------------------------------------- env / status --
 
+# Stops one running component and starts it again, for fault tests (a restarted API server or
+# etcd); the others keep running.
+do_restart() {
+  local name=$1
+  case " ${COMPONENTS[*]} " in *" $name "*) ;; *) die "restart: one of ${COMPONENTS[*]}" ;; esac
+  all_up || die "restart: the control plane is not up"
+  stop_pid "$(pid_of "$name")" "$name"
+  "start_$name"
+  log "restarted $name"
+}
+
 do_status() {
   local c state all=0
   for c in "${COMPONENTS[@]}"; do
@@ -591,8 +615,9 @@ case ${1:-} in
   down) do_down ;;
   env) print_env ;;
   status) do_status ;;
+  restart) do_restart "${2:-}" ;;
   *)
-    echo "usage: $0 build|up|down|env|status" >&2
+    echo "usage: $0 build|up|down|env|status|restart COMPONENT" >&2
     exit 2
     ;;
 esac

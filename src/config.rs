@@ -39,6 +39,29 @@ struct ConfigFile {
     values: serde_json::Map<String, serde_json::Value>,
     #[serde(default)]
     overrides: BTreeMap<String, OverrideSpec>,
+    #[serde(default)]
+    leader_election: LeaderElection,
+}
+
+/// Lease-based leader election among replicas (the Lease is named after `instance` and lives in
+/// `namespace`). With it off, every process writes: run exactly one.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LeaderElection {
+    #[serde(default = "defaults::leader_election")]
+    pub enabled: bool,
+    /// A standby takes over at most this long after the leader died (at once on a clean stop).
+    #[serde(default = "defaults::lease_duration_seconds")]
+    pub lease_duration_seconds: u64,
+}
+
+impl Default for LeaderElection {
+    fn default() -> Self {
+        LeaderElection {
+            enabled: defaults::leader_election(),
+            lease_duration_seconds: defaults::lease_duration_seconds(),
+        }
+    }
 }
 
 mod defaults {
@@ -67,6 +90,12 @@ mod defaults {
     pub fn degraded_after_seconds() -> u64 {
         300
     }
+    pub fn leader_election() -> bool {
+        true
+    }
+    pub fn lease_duration_seconds() -> u64 {
+        10
+    }
 }
 
 /// The validated configuration.
@@ -92,6 +121,7 @@ pub struct Config {
     pub values: serde_json::Map<String, serde_json::Value>,
     /// The values a Namespace may override for itself, by annotation.
     pub overrides: Vec<Override>,
+    pub leader_election: LeaderElection,
 }
 
 impl Config {
@@ -102,7 +132,7 @@ impl Config {
         };
         let text = std::fs::read_to_string(path).map_err(|e| fail(format!("cannot read: {e}")))?;
         let dir = path.parent().unwrap_or(Path::new("."));
-        Config::parse(&text, dir).map_err(fail)
+        Config::parse(&text, dir).map_err(|message| fail(locate(&text, message)))
     }
 
     /// Parses and validates config text; relative template paths resolve against `dir`.
@@ -112,7 +142,7 @@ impl Config {
         } else {
             serde_saphyr::from_str(text)
         }
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| yaml_error(text, &e))?;
         let selector = selector::parse(&file.selector).map_err(|e| format!("selector: {e}"))?;
         selector::valid_value(&file.instance).map_err(|e| format!("instance: {e}"))?;
         if file.instance.is_empty() {
@@ -129,6 +159,9 @@ impl Config {
         }
         if file.concurrency == 0 {
             return Err("concurrency: must be at least 1".into());
+        }
+        if file.leader_election.lease_duration_seconds < 3 {
+            return Err("leaderElection.leaseDurationSeconds: must be at least 3".into());
         }
         if file.resync_seconds == 0 {
             return Err("resyncSeconds: must be at least 1".into());
@@ -157,8 +190,88 @@ impl Config {
             degraded_after_seconds: file.degraded_after_seconds,
             values: file.values,
             overrides,
+            leader_election: file.leader_election,
         })
     }
+}
+
+/// The parser's message, naming the key where it names only the problem ("line 1 column 14:
+/// invalid u16" -> "line 1 column 14: concurrency: invalid u16"). The quoted source lines that
+/// follow are kept: they show the spot on a terminal.
+fn yaml_error(text: &str, e: &serde_saphyr::Error) -> String {
+    let message = e.to_string();
+    let message = message.strip_prefix("error: ").unwrap_or(&message);
+    let (first, rest) = message.split_once('\n').unwrap_or((message, ""));
+    let key = e
+        .location()
+        .and_then(|l| text.lines().nth((l.line() as usize).checked_sub(1)?))
+        .and_then(|line| line.trim_start().trim_start_matches("- ").split_once(':'))
+        .map(|(key, _)| key.trim().trim_matches(['"', '\''].as_slice()).to_string())
+        .filter(|key| !key.is_empty() && !key.contains(' ') && !first.contains(&format!("`{key}`")));
+    let first = match (key, first.split_once(": ")) {
+        (Some(key), Some((at, problem))) if at.starts_with("line ") => {
+            format!("{at}: {key}: {problem}")
+        }
+        _ => first.to_string(),
+    };
+    if rest.is_empty() {
+        first
+    } else {
+        format!("{first}\n{rest}")
+    }
+}
+
+/// Prefixes a validation message that starts with a key path (`selector: …`,
+/// `overrides.parallelism: …`) with the line where the config file sets that key, if it does
+/// (in block style).
+fn locate(text: &str, message: String) -> String {
+    let Some((path, _)) = message.split_once(": ") else {
+        return message;
+    };
+    let is_path = !path.is_empty()
+        && path
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_');
+    if !is_path || message.starts_with("line ") {
+        return message;
+    }
+    match line_of(text, path) {
+        Some(line) => format!("line {line}: {message}"),
+        None => message,
+    }
+}
+
+/// The 1-based line of a dotted key path in block-style YAML. Keys may contain dots themselves
+/// (`overrides: {resources.limits.cpu: …}`), so at each level the longest matching key wins.
+fn line_of(text: &str, path: &str) -> Option<usize> {
+    let lines: Vec<&str> = text.lines().collect();
+    let segments: Vec<&str> = path.split('.').collect();
+    let (mut at, mut from, mut parent_indent) = (0, 0, None::<usize>);
+    let mut found = None;
+    while at < segments.len() {
+        let mut matched = None;
+        'lines: for (i, line) in lines.iter().enumerate().skip(from) {
+            let indent = line.len() - line.trim_start().len();
+            let content = line.trim_start();
+            if content.is_empty() || content.starts_with('#') {
+                continue;
+            }
+            if parent_indent.is_some_and(|p| indent <= p) {
+                break;
+            }
+            for end in (at + 1..=segments.len()).rev() {
+                let key = segments[at..end].join(".");
+                if content.starts_with(&format!("{key}:")) {
+                    matched = Some((i, indent, end));
+                    break 'lines;
+                }
+            }
+        }
+        let (i, indent, end) = matched?;
+        found = Some(i + 1);
+        (at, from, parent_indent) = (end, i + 1, Some(indent));
+    }
+    found
 }
 
 /// RFC 1123 label: what namespace names must be.
@@ -218,6 +331,21 @@ mod tests {
             let err = parse(text).expect_err(text);
             assert!(err.contains(needle), "{text:?}: {err}");
         }
+    }
+
+    #[test]
+    fn errors_name_the_line_of_the_key() {
+        let text = "# flotilla\nselector: 'a in (b'\n";
+        assert!(locate(text, "selector: unbalanced".into()).starts_with("line 2: selector: "));
+        let text = "values:\n  n: 1\noverrides:\n  other: {}\n  resources.limits.cpu:\n    type: x\n";
+        assert_eq!(line_of(text, "overrides.resources.limits.cpu"), Some(5));
+        assert_eq!(line_of(text, "overrides.n"), None);
+        assert_eq!(line_of(text, "values.n"), Some(2));
+        // A message that is not about a key is left as it is.
+        assert_eq!(locate(text, "cannot read: gone".into()), "cannot read: gone");
+        // Wrong types: the parser names the line, flotilla adds the key.
+        let err = parse("selector: a=b\nconcurrency: many\n").unwrap_err();
+        assert!(err.starts_with("line 2 column 14: concurrency: invalid"), "{err}");
     }
 
     #[test]

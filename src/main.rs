@@ -34,7 +34,7 @@ enum Command {
     #[command(
         after_help = "Example:\n  flotilla run --config /etc/flotilla/config/flotilla.yaml --log-format json"
     )]
-    Run,
+    Run(cli::run::RunArgs),
     /// Print exactly the objects `run` would apply for a namespace; no cluster needed.
     #[command(
         after_help = "Examples:\n  flotilla render --namespace team-a\n  flotilla render -n team-a -a override.flotilla.dev/parallelism=100\n  flotilla render -n team-a --live      # labels and annotations from the cluster"
@@ -63,7 +63,7 @@ fn main() -> ExitCode {
     let args = Args::parse();
     cli::init_logging(args.log_format);
     let result = match args.command {
-        Command::Run => cli::run::run(&args.config).map(|()| ExitCode::SUCCESS),
+        Command::Run(run) => cli::run::run(&args.config, &run).map(|()| ExitCode::SUCCESS),
         Command::Render(render) => {
             cli::render::render(&args.config, &render).map(|()| ExitCode::SUCCESS)
         }

@@ -29,9 +29,7 @@ pub fn env() -> &'static Env {
     static ENV: OnceLock<Env> = OnceLock::new();
     ENV.get_or_init(|| {
         let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-        let state =
-            std::env::var("FLOTILLA_E2E_DIR").unwrap_or_else(|_| "/tmp/flotilla-e2e".into());
-        let admin_kubeconfig = PathBuf::from(state).join("admin.kubeconfig");
+        let admin_kubeconfig = env_admin_kubeconfig();
         assert!(
             admin_kubeconfig.exists(),
             "{} is missing: start the control plane with `e2e/cluster.sh up` (make test does)",
@@ -42,19 +40,8 @@ pub fn env() -> &'static Env {
             &["apply", "-k", repo.join("manifests").to_str().unwrap()],
         );
         let dir = tempfile::tempdir().unwrap();
-        let token = service_account_token(&admin_kubeconfig);
-        let mut kubeconfig = Kubeconfig::read_from(&admin_kubeconfig).unwrap();
-        for user in &mut kubeconfig.auth_infos {
-            if let Some(auth) = user.auth_info.as_mut() {
-                auth.token = Some(token.clone().into());
-            }
-        }
         let flotilla_kubeconfig = dir.path().join("flotilla.kubeconfig");
-        std::fs::write(
-            &flotilla_kubeconfig,
-            serde_json::to_string(&kubeconfig).unwrap(),
-        )
-        .unwrap();
+        kubeconfig_for("flotilla", &flotilla_kubeconfig);
         Env {
             admin_kubeconfig,
             flotilla_kubeconfig,
@@ -79,25 +66,20 @@ pub fn kubectl(kubeconfig: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// The token the controller-manager's token controller minted for flotilla's ServiceAccount.
-fn service_account_token(admin: &Path) -> String {
+/// The token the controller-manager's token controller minted for a ServiceAccount of
+/// flotilla's namespace.
+fn service_account_token(admin: &Path, account: &str) -> String {
     let deadline = Instant::now() + Duration::from_secs(60);
     let ns = ["--namespace", FLOTILLA_NAMESPACE];
     loop {
-        let secret = kubectl(
-            admin,
-            &[
-                &ns[..],
-                &[
-                    "get",
-                    "serviceaccount",
-                    "flotilla",
-                    "-o",
-                    "jsonpath={.secrets[0].name}",
-                ],
-            ]
-            .concat(),
-        );
+        let get_sa = [
+            "get",
+            "serviceaccount",
+            account,
+            "-o",
+            "jsonpath={.secrets[0].name}",
+        ];
+        let secret = kubectl(admin, &[&ns[..], &get_sa].concat());
         if !secret.is_empty() {
             let template = "go-template={{.data.token | base64decode}}";
             return kubectl(
@@ -107,10 +89,28 @@ fn service_account_token(admin: &Path) -> String {
         }
         assert!(
             Instant::now() < deadline,
-            "no token secret for flotilla's ServiceAccount"
+            "no token secret for ServiceAccount {account}"
         );
         std::thread::sleep(Duration::from_millis(250));
     }
+}
+
+/// A kubeconfig like the admin's, but authenticating with ServiceAccount `account`'s token.
+pub fn kubeconfig_for(account: &str, path: &Path) {
+    let admin = &env_admin_kubeconfig();
+    let token = service_account_token(admin, account);
+    let mut kubeconfig = Kubeconfig::read_from(admin).unwrap();
+    for user in &mut kubeconfig.auth_infos {
+        if let Some(auth) = user.auth_info.as_mut() {
+            auth.token = Some(token.clone().into());
+        }
+    }
+    std::fs::write(path, serde_json::to_string(&kubeconfig).unwrap()).unwrap();
+}
+
+fn env_admin_kubeconfig() -> PathBuf {
+    let state = std::env::var("FLOTILLA_E2E_DIR").unwrap_or_else(|_| "/tmp/flotilla-e2e".into());
+    PathBuf::from(state).join("admin.kubeconfig")
 }
 
 pub async fn client_for(kubeconfig: &Path) -> Client {
@@ -216,10 +216,17 @@ impl Fleet {
     }
 
     pub fn start(&self) -> Flotilla {
-        Flotilla::start(
-            &self.config_file(),
-            &self.dir.path().join(format!("{}.log", self.instance)),
-        )
+        self.start_as("a", &env().flotilla_kubeconfig)
+    }
+
+    /// Starts a replica named `replica`, with the credentials of `kubeconfig`.
+    pub fn start_as(&self, replica: &str, kubeconfig: &Path) -> Flotilla {
+        let log = self
+            .dir
+            .path()
+            .join(format!("{}-{replica}.log", self.instance));
+        let identity = format!("{}-{replica}", self.instance);
+        Flotilla::start(&self.config_file(), &log, &identity, kubeconfig)
     }
 
     /// Runs a flotilla subcommand with this fleet's config (as flotilla's own ServiceAccount);
@@ -380,12 +387,19 @@ pub struct Flotilla {
 }
 
 impl Flotilla {
-    pub fn start(config: &Path, log: &Path) -> Flotilla {
+    pub fn start(config: &Path, log: &Path, identity: &str, kubeconfig: &Path) -> Flotilla {
         let out = std::fs::File::create(log).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_flotilla"))
-            .args(["run", "--config"])
+            .args([
+                "run",
+                "--http-address",
+                "127.0.0.1:0",
+                "--identity",
+                identity,
+                "--config",
+            ])
             .arg(config)
-            .env("KUBECONFIG", &env().flotilla_kubeconfig)
+            .env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", "info,flotilla=debug")
             .stdin(Stdio::null())
             .stdout(out.try_clone().unwrap())
@@ -408,6 +422,36 @@ impl Flotilla {
             self.logs().contains(needle).then_some(())
         })
         .await
+    }
+
+    /// SIGKILL: the process dies mid-whatever, as on a node failure or OOM kill.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Where this process serves /metrics (it logs the address it bound).
+    pub async fn http_address(&self) -> String {
+        eventually("flotilla to log its HTTP address", || async {
+            let logs = self.logs();
+            let line = logs.lines().find(|l| l.contains("serving /healthz"))?;
+            let start = line.find("address=")? + "address=".len();
+            Some(line[start..].split_whitespace().next()?.to_string())
+        })
+        .await
+    }
+
+    /// One sample of this process's own `/metrics`.
+    pub async fn metric(&self, name: &str) -> Option<f64> {
+        let url = format!("http://{}/metrics", self.http_address().await);
+        let out = Command::new("curl").args(["-fsS", &url]).output().ok()?;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.lines()
+            .find(|l| l.split_whitespace().next() == Some(name))?
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()
     }
 
     /// SIGTERM, as Kubernetes stops a pod, then reap the process.
@@ -441,6 +485,23 @@ impl Drop for Flotilla {
             );
         }
     }
+}
+
+/// Write requests (create, update, patch, delete) made by `username`, from the API server's
+/// audit log: attributable to one identity, unlike the server's counters.
+pub fn audited_writes(username: &str) -> usize {
+    let state = std::env::var("FLOTILLA_E2E_DIR").unwrap_or_else(|_| "/tmp/flotilla-e2e".into());
+    let log = std::fs::read_to_string(PathBuf::from(state).join("audit.log")).unwrap_or_default();
+    log.lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|e| e["stage"] == "ResponseComplete" && e["user"]["username"] == username)
+        .filter(|e| {
+            matches!(
+                e["verb"].as_str(),
+                Some("create" | "update" | "patch" | "delete")
+            )
+        })
+        .count()
 }
 
 /// Write requests (POST, PUT, PATCH, DELETE) the API server has served for `resources`,

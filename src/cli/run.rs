@@ -1,21 +1,42 @@
 //! `flotilla run`: the operator.
 
 use super::CliError;
+use flotilla::controller::RunOptions;
+use std::net::SocketAddr;
 use std::path::Path;
 
-pub fn run(config_path: &Path) -> Result<(), CliError> {
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// Where to serve /healthz, /readyz and /metrics.
+    #[arg(long, env = "FLOTILLA_HTTP_ADDRESS", default_value = "0.0.0.0:8080")]
+    http_address: SocketAddr,
+    /// This replica's identity in the leader Lease (in a pod: its name, via the downward API).
+    #[arg(long, env = "POD_NAME")]
+    identity: Option<String>,
+}
+
+pub fn run(config_path: &Path, args: &RunArgs) -> Result<(), CliError> {
     let (config, renderer) = super::load(config_path)?;
+    let identity = args.identity.clone().unwrap_or_else(|| {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        format!("{}-{}", host.trim(), std::process::id())
+    });
     tracing::info!(
         selector = %config.selector_text,
         instance = %config.instance,
         templates = %config.templates_dir.display(),
+        %identity,
         "starting"
     );
+    let options = RunOptions {
+        http_address: args.http_address,
+        identity,
+    };
     let runtime = tokio::runtime::Runtime::new().map_err(|e| CliError(e.into()))?;
     runtime
         .block_on(async {
             let client = kube::Client::try_default().await?;
-            flotilla::controller::run(config, renderer, client).await
+            flotilla::controller::run(config, renderer, client, options).await
         })
         .map_err(CliError)
 }

@@ -33,6 +33,10 @@ pub struct Error {
 }
 
 impl Error {
+    pub fn api_error(&self) -> &kube::Error {
+        &self.source
+    }
+
     fn on(action: &'static str, object: impl fmt::Display) -> impl FnOnce(kube::Error) -> Error {
         let object = object.to_string();
         move |source| Error {

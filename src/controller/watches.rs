@@ -92,6 +92,10 @@ impl Stores {
         let _ = self.workers.wait_until_ready().await;
     }
 
+    pub fn worker_count(&self) -> usize {
+        self.workers.state().len()
+    }
+
     /// This instance's NamespaceWorker for `namespace`, as last seen.
     pub fn worker(&self, namespace: &str) -> Option<Arc<NamespaceWorker>> {
         self.workers.get(&ObjectRef::new(namespace))

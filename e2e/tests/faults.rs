@@ -1,0 +1,353 @@
+//! Never lose or leak a namespace: flotilla killed mid-rollout, namespaces deleted or unlabelled
+//! while it was down, the API server or etcd restarted under it, and two replicas with a leader.
+
+use crate::harness::*;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+async fn delete_namespaces(client: &kube::Client, names: &[String]) {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    for name in names {
+        let _ = namespaces.delete(name, &DeleteParams::default()).await;
+    }
+}
+
+/// Number of Deployments this fleet has stamped, across the cluster.
+async fn stamped_deployments(client: &kube::Client, fleet: &Fleet) -> usize {
+    let api: Api<Deployment> = Api::all(client.clone());
+    let params = kube::api::ListParams::default()
+        .labels(&flotilla::ownership::watch_selector(&fleet.instance));
+    api.list_metadata(&params)
+        .await
+        .map(|l| l.items.len())
+        .unwrap_or(0)
+}
+
+const OUTSIDE: &str = r#"apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ namespace.name ~ "-fleet-entry" }}
+  namespace: {{ flotilla.namespace }}
+data:
+  namespace: {{ namespace.name }}
+"#;
+
+#[tokio::test]
+async fn namespaces_deleted_or_unlabelled_while_flotilla_was_down_are_reaped_on_start() {
+    let client = admin().await;
+    let fleet = Fleet::new("downtime");
+    // Objects in flotilla's own namespace: only flotilla can clean those up.
+    fleet.add_template("outside.yaml", OUTSIDE);
+    let deleted: Vec<String> = (0..20).map(|i| format!("downtime-del-{i:02}")).collect();
+    let unlabelled: Vec<String> = (0..20).map(|i| format!("downtime-off-{i:02}")).collect();
+    let kept = "downtime-kept".to_string();
+    for name in deleted.iter().chain(&unlabelled).chain([&kept]) {
+        fleet.namespace(&client, name, true).await;
+    }
+    let flotilla = fleet.start();
+    for name in deleted.iter().chain(&unlabelled).chain([&kept]) {
+        fleet.wait_stamped(&client, name).await;
+    }
+    flotilla.stop();
+
+    delete_namespaces(&client, &deleted).await;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    for name in &unlabelled {
+        namespaces
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(fleet.opt_in_patch(None)),
+            )
+            .await
+            .unwrap();
+    }
+    let started = Instant::now();
+    let _flotilla = fleet.start();
+    for name in deleted.iter().chain(&unlabelled) {
+        eventually_within(
+            Duration::from_secs(30),
+            &format!("{name} reaped"),
+            || async {
+                fleet
+                    .stamped_for(&client, name)
+                    .await
+                    .is_empty()
+                    .then_some(())
+            },
+        )
+        .await;
+    }
+    let took = started.elapsed();
+    println!("reaped 40 namespaces changed during downtime in {took:?} after start");
+    assert!(took < Duration::from_secs(30), "{took:?}");
+    let entries: Api<ConfigMap> = Api::namespaced(client.clone(), FLOTILLA_NAMESPACE);
+    for name in &deleted {
+        assert!(
+            entries
+                .get_opt(&format!("{name}-fleet-entry"))
+                .await
+                .unwrap()
+                .is_none()
+        );
+    }
+    // The namespace that stayed opted in keeps everything.
+    assert_eq!(
+        fleet.stamped_for(&client, &kept).await.len(),
+        fleet.render(&kept, &[]).len()
+    );
+    let mut all = unlabelled.clone();
+    all.push(kept);
+    delete_namespaces(&client, &all).await;
+}
+
+#[tokio::test]
+async fn killed_mid_rollout_of_200_namespaces_it_converges_after_restart() {
+    let client = admin().await;
+    let fleet = Fleet::new("kill9");
+    let names: Vec<String> = (0..200).map(|i| format!("kill9-{i:03}")).collect();
+    for name in &names {
+        fleet.namespace(&client, name, true).await;
+    }
+    let flotilla = fleet.start();
+    let killed_at = eventually("some of the fleet to be stamped", || async {
+        let n = stamped_deployments(&client, &fleet).await;
+        (n >= 40).then_some(n)
+    })
+    .await;
+    flotilla.kill();
+    println!("killed flotilla with {killed_at}/200 Deployments stamped");
+    assert!(killed_at < 200, "the kill must land mid-rollout");
+
+    let started = Instant::now();
+    let restarted = fleet.start();
+    eventually_within(
+        Duration::from_secs(180),
+        "all 200 namespaces stamped",
+        || async { (stamped_deployments(&client, &fleet).await == 200).then_some(()) },
+    )
+    .await;
+    restarted.wait_log("initial sync complete").await;
+    println!(
+        "converged 200 namespaces {:?} after the restart",
+        started.elapsed()
+    );
+    let want = fleet.render(&names[0], &[]).len();
+    for name in &names {
+        let stamped = fleet.stamped_for(&client, name).await;
+        assert_eq!(
+            stamped.len(),
+            want,
+            "{name}: exactly the rendered set, no duplicates"
+        );
+    }
+    delete_namespaces(&client, &names).await;
+}
+
+async fn restart_component_while_labels_change(component: &str, prefix: &str) {
+    let client = admin().await;
+    let fleet = Fleet::new(prefix);
+    let (stays, leaves, joins) = (
+        format!("{prefix}-stays"),
+        format!("{prefix}-leaves"),
+        format!("{prefix}-joins"),
+    );
+    let _flotilla = fleet.start();
+    fleet.namespace(&client, &stays, true).await;
+    fleet.namespace(&client, &leaves, true).await;
+    fleet.namespace(&client, &joins, false).await;
+    fleet.wait_stamped(&client, &stays).await;
+    fleet.wait_stamped(&client, &leaves).await;
+
+    let out = Command::new("bash")
+        .args([
+            &format!("{}/e2e/cluster.sh", env!("CARGO_MANIFEST_DIR")),
+            "restart",
+            component,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "restart {component}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Change labels at once, while flotilla's watches are still reconnecting.
+    let client = admin().await;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let patch = |value: Option<&str>| Patch::Merge(fleet.opt_in_patch(value));
+    eventually("the API server to accept writes again", || async {
+        namespaces
+            .patch(&leaves, &PatchParams::default(), &patch(None))
+            .await
+            .ok()
+    })
+    .await;
+    namespaces
+        .patch(&joins, &PatchParams::default(), &patch(Some("on")))
+        .await
+        .unwrap();
+    fleet.wait_reaped(&client, &leaves).await;
+    fleet.wait_stamped(&client, &joins).await;
+    let deploys: Api<Deployment> = Api::namespaced(client.clone(), &stays);
+    deploys
+        .delete("workflow-controller", &DeleteParams::default())
+        .await
+        .unwrap();
+    fleet.wait_stamped(&client, &stays).await;
+    delete_namespaces(&client, &[stays, leaves, joins]).await;
+}
+
+#[tokio::test]
+async fn an_api_server_restart_with_label_changes_around_it_converges() {
+    restart_component_while_labels_change("kube-apiserver", "apirestart").await;
+}
+
+#[tokio::test]
+async fn an_etcd_restart_with_label_changes_around_it_converges() {
+    restart_component_while_labels_change("etcd", "etcdrestart").await;
+}
+
+async fn leads(flotilla: &Flotilla) -> bool {
+    flotilla.metric("flotilla_is_leader").await == Some(1.0)
+}
+
+/// A second ServiceAccount with flotilla's rights, so that the standby's requests can be told
+/// apart from the leader's in the audit log.
+fn standby_kubeconfig(dir: &std::path::Path) -> std::path::PathBuf {
+    let manifest = format!(
+        r#"apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: flotilla-standby, namespace: {FLOTILLA_NAMESPACE}}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {{name: flotilla-standby}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: flotilla}}
+subjects: [{{kind: ServiceAccount, name: flotilla-standby, namespace: {FLOTILLA_NAMESPACE}}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: flotilla-standby, namespace: {FLOTILLA_NAMESPACE}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: flotilla-leader-election}}
+subjects: [{{kind: ServiceAccount, name: flotilla-standby, namespace: {FLOTILLA_NAMESPACE}}}]
+"#
+    );
+    let file = dir.join("standby.yaml");
+    std::fs::write(&file, manifest).unwrap();
+    kubectl(
+        &env().admin_kubeconfig,
+        &["apply", "-f", file.to_str().unwrap()],
+    );
+    let kubeconfig = dir.join("standby.kubeconfig");
+    kubeconfig_for("flotilla-standby", &kubeconfig);
+    kubeconfig
+}
+
+#[tokio::test]
+async fn two_replicas_one_writes_and_the_standby_takes_over() {
+    let client = admin().await;
+    let mut fleet = Fleet::new("ha");
+    fleet.settings.insert(
+        "leaderElection".into(),
+        serde_json::json!({"leaseDurationSeconds": 10}),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let standby_identity = "system:serviceaccount:flotilla-system:flotilla-standby";
+    let standby_config = standby_kubeconfig(dir.path());
+    let ns = "ha-a";
+    fleet.namespace(&client, ns, true).await;
+
+    let leader = fleet.start_as("leader", &env().flotilla_kubeconfig);
+    eventually("the first replica to lead", || async {
+        leads(&leader).await.then_some(())
+    })
+    .await;
+    fleet.wait_stamped(&client, ns).await;
+    let standby = fleet.start_as("standby", &standby_config);
+    standby.wait_log("caches synced").await;
+    let writes_before = audited_writes(standby_identity);
+    // The standby watches but never writes, even when there is work to do.
+    let deploys: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    deploys
+        .delete("workflow-controller", &DeleteParams::default())
+        .await
+        .unwrap();
+    fleet.wait_stamped(&client, ns).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(!leads(&standby).await, "the standby must not lead");
+    assert_eq!(
+        audited_writes(standby_identity),
+        writes_before,
+        "the standby wrote"
+    );
+    println!(
+        "standby write requests while the leader lives: {}",
+        audited_writes(standby_identity) - writes_before
+    );
+
+    // kill -9 the leader, break something at once: the standby takes over and repairs it.
+    leader.kill();
+    let killed = Instant::now();
+    deploys
+        .delete("workflow-controller", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually_within(
+        Duration::from_secs(20),
+        "the standby to take over",
+        || async { leads(&standby).await.then_some(()) },
+    )
+    .await;
+    let takeover = killed.elapsed();
+    fleet.wait_stamped(&client, ns).await;
+    let repaired = killed.elapsed();
+    println!(
+        "kill -9: standby took over after {takeover:?}, repaired the deleted Deployment after {repaired:?}"
+    );
+    assert!(takeover <= Duration::from_secs(15), "{takeover:?}");
+
+    // SIGTERM: the leader releases the Lease, a new standby takes over at once.
+    let third = fleet.start_as("third", &env().flotilla_kubeconfig);
+    third.wait_log("caches synced").await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let stopped = Instant::now();
+    standby.stop();
+    eventually_within(
+        Duration::from_secs(15),
+        "the third replica to take over",
+        || async { leads(&third).await.then_some(()) },
+    )
+    .await;
+    let handover = stopped.elapsed();
+    println!("SIGTERM: handover took {handover:?}");
+    assert!(handover < Duration::from_secs(2), "{handover:?}");
+    deploys
+        .delete("workflow-controller", &DeleteParams::default())
+        .await
+        .unwrap();
+    fleet.wait_stamped(&client, ns).await;
+    let _ = Api::<Namespace>::all(client.clone())
+        .delete(ns, &DeleteParams::default())
+        .await;
+    drop(third);
+    let lease = kubectl(
+        &env().admin_kubeconfig,
+        &[
+            "-n",
+            FLOTILLA_NAMESPACE,
+            "get",
+            "lease",
+            &fleet.instance,
+            "-o",
+            "jsonpath={.spec.leaseTransitions}",
+        ],
+    );
+    assert!(
+        lease.parse::<i32>().unwrap_or(0) >= 3,
+        "three leaders in turn: {lease}"
+    );
+}

@@ -1,0 +1,251 @@
+//! The process around reconcile: watches and caches, leader election, workers, periodic
+//! resync, the admin endpoints, and shutdown.
+
+use super::Context;
+use super::events::Events;
+use super::queue::WorkQueue;
+use super::reconcile;
+use super::watches::Stores;
+use crate::config::Config;
+use crate::lease::{self, LeaseConfig};
+use crate::render::Renderer;
+use crate::telemetry::{self, ActionLabel, Metrics, ResultLabel};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// What differs per process rather than per fleet.
+pub struct RunOptions {
+    /// Where `/healthz`, `/readyz` and `/metrics` are served.
+    pub http_address: SocketAddr,
+    /// This replica's name in the leader Lease.
+    pub identity: String,
+}
+
+/// Runs until SIGTERM or Ctrl-C. An interrupted reconcile is safe to redo: applies are
+/// idempotent and the labels on stamped objects are the only state.
+pub async fn run(
+    config: Config,
+    renderer: Renderer,
+    client: kube::Client,
+    options: RunOptions,
+) -> anyhow::Result<()> {
+    let metrics = Arc::new(Metrics::default());
+    let listener = tokio::net::TcpListener::bind(options.http_address)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot serve on {}: {e}", options.http_address))?;
+    tokio::spawn(telemetry::serve(listener, Arc::clone(&metrics)));
+
+    let queue = Arc::new(WorkQueue::default());
+    let (stores, _watches) = Stores::start(&client, &config.instance, &queue);
+    tracing::info!("waiting for the watch caches to sync");
+    stores.wait_until_ready().await;
+    metrics.set_ready();
+    tracing::info!(revision = renderer.revision(), "caches synced");
+
+    // Leadership gates writes only: a standby watches and keeps its caches warm.
+    let (leader_tx, leader_rx) = watch::channel(!config.leader_election.enabled);
+    let (stop_tx, mut stop_rx) = watch::channel(false);
+    let election = config.leader_election.enabled.then(|| {
+        let api = kube::Api::namespaced(client.clone(), &config.namespace);
+        let lease = LeaseConfig {
+            name: config.instance.clone(),
+            identity: options.identity.clone(),
+            duration: Duration::from_secs(config.leader_election.lease_duration_seconds),
+        };
+        tracing::info!(lease = %lease.name, identity = %lease.identity, "waiting for leadership");
+        tokio::spawn(lease::run(api, lease, leader_tx, async move {
+            let _ = stop_rx.wait_for(|stop| *stop).await;
+        }))
+    });
+
+    let resync = Duration::from_secs(config.resync_seconds);
+    let workers = config.concurrency;
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+        config,
+        renderer,
+        stores,
+        events: Events::new(client),
+        metrics,
+        verified: Mutex::default(),
+        statuses: Mutex::default(),
+    });
+    for _ in 0..workers {
+        tokio::spawn(worker(
+            Arc::clone(&ctx),
+            Arc::clone(&queue),
+            leader_rx.clone(),
+        ));
+    }
+    tokio::spawn(on_leadership(
+        Arc::clone(&ctx),
+        Arc::clone(&queue),
+        leader_rx.clone(),
+    ));
+    tokio::spawn(resync_every(resync, Arc::clone(&ctx), Arc::clone(&queue)));
+    tokio::spawn(report_initial_sync(Arc::clone(&queue), leader_rx));
+    shutdown_signal().await?;
+    tracing::info!("shutting down");
+    let _ = stop_tx.send(true);
+    if let Some(election) = election {
+        // Releasing the lease lets a standby take over at once instead of after it expires.
+        let _ = tokio::time::timeout(Duration::from_secs(5), election).await;
+    }
+    Ok(())
+}
+
+/// Waits until this replica leads.
+async fn leading(leader: &mut watch::Receiver<bool>) {
+    let _ = leader.wait_for(|leads| *leads).await;
+}
+
+/// On every gain of leadership, look at every namespace: the standby may have missed nothing,
+/// but the previous leader may have died mid-reconcile.
+async fn on_leadership(
+    ctx: Arc<Context>,
+    queue: Arc<WorkQueue>,
+    mut leader: watch::Receiver<bool>,
+) {
+    loop {
+        leading(&mut leader).await;
+        ctx.metrics.is_leader.set(1);
+        tracing::info!("leading: reconciling every namespace");
+        for name in ctx.stores.all_namespaces() {
+            queue.add(&name);
+        }
+        if leader.wait_for(|leads| !*leads).await.is_err() {
+            return;
+        }
+        ctx.metrics.is_leader.set(0);
+        tracing::warn!("lost leadership: no more writes until it is regained");
+    }
+}
+
+async fn worker(ctx: Arc<Context>, queue: Arc<WorkQueue>, mut leader: watch::Receiver<bool>) {
+    let mut failures: HashMap<String, u32> = HashMap::new();
+    loop {
+        leading(&mut leader).await;
+        let name = tokio::select! {
+            name = queue.next() => name,
+            // Lost leadership while waiting: take no new work.
+            _ = leader.wait_for(|leads| !*leads) => continue,
+        };
+        let started = Instant::now();
+        let result = reconcile::reconcile(&ctx, &name).await;
+        ctx.metrics
+            .reconcile_duration
+            .observe(started.elapsed().as_secs_f64());
+        record(&ctx.metrics, &result);
+        match result {
+            Ok(outcome) => {
+                failures.remove(&name);
+                if let Some(delay) = outcome.recheck {
+                    queue.add_after(name.clone(), delay);
+                }
+                if outcome.wrote() || outcome.conflicts > 0 {
+                    tracing::info!(namespace = %name, %outcome, "reconciled");
+                } else {
+                    tracing::debug!(namespace = %name, "in sync");
+                }
+            }
+            Err(e) => {
+                let n = failures.entry(name.clone()).or_insert(0);
+                *n = n.saturating_add(1);
+                let delay = backoff(*n);
+                tracing::warn!(namespace = %name, error = %e, retry_in = ?delay, "reconcile failed");
+                queue.add_after(name.clone(), delay);
+            }
+        }
+        ctx.metrics
+            .managed_namespaces
+            .set(i64::try_from(ctx.stores.worker_count()).unwrap_or(i64::MAX));
+        queue.done(&name);
+    }
+}
+
+fn record(metrics: &Metrics, result: &Result<reconcile::Outcome, reconcile::Error>) {
+    let label = match result {
+        Ok(outcome) if outcome.render_failed => "render_failed",
+        Ok(_) => "ok",
+        Err(_) => "error",
+    };
+    metrics
+        .reconciles
+        .get_or_create(&ResultLabel { result: label })
+        .inc();
+    match result {
+        Ok(outcome) => {
+            for (action, n) in [
+                ("created", outcome.created),
+                ("updated", outcome.updated),
+                ("drift_repaired", outcome.drift_repaired),
+                ("pruned", outcome.pruned),
+                ("reaped", outcome.reaped),
+            ] {
+                if n > 0 {
+                    metrics
+                        .objects
+                        .get_or_create(&ActionLabel { action })
+                        .inc_by(n as u64);
+                }
+            }
+        }
+        Err(e) => metrics.api_error(e.api_error()),
+    }
+}
+
+/// 0.5 s doubling per consecutive failure, at most 5 minutes. Conflicts, throttling and server
+/// errors all land here; the namespace is retried on its own without blocking the others.
+fn backoff(failures: u32) -> Duration {
+    let millis = 500u64.saturating_mul(1 << failures.saturating_sub(1).min(10));
+    Duration::from_millis(millis).min(Duration::from_secs(300))
+}
+
+/// Every namespace is looked at again periodically, also those only known from the labels of
+/// stamped objects: that is how deletions missed while flotilla was down are reaped.
+async fn resync_every(period: Duration, ctx: Arc<Context>, queue: Arc<WorkQueue>) {
+    let mut tick = tokio::time::interval(period);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        for name in ctx.stores.all_namespaces() {
+            queue.add(&name);
+        }
+    }
+}
+
+async fn report_initial_sync(queue: Arc<WorkQueue>, mut leader: watch::Receiver<bool>) {
+    leading(&mut leader).await;
+    let started = Instant::now();
+    // Let the leadership hook fill the queue first.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    while !queue.is_idle() {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tracing::info!(elapsed = ?started.elapsed(), "initial sync complete");
+}
+
+async fn shutdown_signal() -> std::io::Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r,
+        _ = term.recv() => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::backoff;
+    use std::time::Duration;
+
+    #[test]
+    fn backoff_doubles_and_caps() {
+        assert_eq!(backoff(1), Duration::from_millis(500));
+        assert_eq!(backoff(2), Duration::from_secs(1));
+        assert_eq!(backoff(4), Duration::from_secs(4));
+        assert_eq!(backoff(40), Duration::from_secs(300));
+    }
+}
