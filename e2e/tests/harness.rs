@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DynamicObject, ListParams, ObjectMeta, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -310,6 +310,24 @@ impl Fleet {
             }));
         }
         all
+    }
+
+    /// The namespaces this fleet has stamped anything for.
+    pub async fn stamped_for_any(&self, client: &Client) -> BTreeSet<String> {
+        let mut owners = BTreeSet::new();
+        for kind in Kind::ALL {
+            let api: Api<DynamicObject> = Api::all_with(client.clone(), &kind.api_resource());
+            let params = ListParams::default().labels(&ownership::watch_selector(&self.instance));
+            for obj in api.list_metadata(&params).await.unwrap() {
+                owners.extend(
+                    obj.metadata
+                        .labels
+                        .unwrap_or_default()
+                        .remove(ownership::FOR_NAMESPACE),
+                );
+            }
+        }
+        owners
     }
 
     /// Waits until exactly the rendered set for `namespace` is stamped.

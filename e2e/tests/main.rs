@@ -5,4 +5,5 @@
 mod faults;
 mod fleet_view;
 mod harness;
+mod model;
 mod scenarios;
