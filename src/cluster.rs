@@ -17,27 +17,26 @@ pub async fn get(client: &Client, key: &ObjectKey) -> kube::Result<Option<serde_
     Ok(live.and_then(|obj| serde_json::to_value(obj).ok()))
 }
 
+/// How an apply is sent.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Apply,
+    /// Computed by the API server against the live object, stored nowhere (`flotilla diff`).
+    DryRun,
+}
+
 /// Server-side apply under flotilla's field manager; returns the object as applied. `force`
 /// takes over fields another manager changed: that is how drift is reverted.
 pub async fn apply(
     client: &Client,
     field_manager: &str,
     object: &Stamped,
+    mode: Mode,
 ) -> kube::Result<serde_json::Value> {
-    let params = PatchParams::apply(field_manager).force();
-    let applied = api(client, &object.key)
-        .patch(&object.key.name, &params, &Patch::Apply(&object.body))
-        .await?;
-    serde_json::to_value(applied).map_err(kube::Error::SerdeError)
-}
-
-/// What the object would be after a server-side apply, computed by the API server (dry run).
-pub async fn dry_run_apply(
-    client: &Client,
-    field_manager: &str,
-    object: &Stamped,
-) -> kube::Result<serde_json::Value> {
-    let params = PatchParams::apply(field_manager).force().dry_run();
+    let mut params = PatchParams::apply(field_manager).force();
+    if mode == Mode::DryRun {
+        params = params.dry_run();
+    }
     let applied = api(client, &object.key)
         .patch(&object.key.name, &params, &Patch::Apply(&object.body))
         .await?;

@@ -2,7 +2,7 @@
 //! typed `Selector`, validating every key and value as the API server would.
 
 use kube::core::{Expression, Selector};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Why a selector string was refused; the message quotes the offending part.
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -102,6 +102,19 @@ fn parse_requirement(req: &str) -> Result<Expression, String> {
         }
         _ => Err(format!("{req:?} is not a requirement")),
     }
+}
+
+/// The labels a selector's `key=value` requirements demand: what `render` and `check` give a
+/// sample namespace so that it counts as opted in.
+pub fn required_labels(selector: &Selector) -> BTreeMap<String, String> {
+    selector
+        .clone()
+        .into_iter()
+        .filter_map(|expr| match expr {
+            Expression::Equal(key, value) => Some((key, value)),
+            _ => None,
+        })
+        .collect()
 }
 
 /// A label key: an optional DNS-subdomain prefix and `/`, then a name of at most 63 characters.

@@ -505,9 +505,43 @@ impl Drop for Flotilla {
     }
 }
 
+/// A template placing one object in flotilla's own namespace, outside the namespace it is
+/// stamped for: only flotilla can clean such objects up.
+pub const OUTSIDE_TEMPLATE: &str = r#"apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ namespace.name ~ "-fleet-entry" }}
+  namespace: {{ flotilla.namespace }}
+data:
+  namespace: {{ namespace.name }}
+"#;
+
+/// Edits the stamped controller's image as a tenant's `kubectl edit` would (a plain patch
+/// under another field manager).
+pub async fn tamper_image(client: &Client, namespace: &str, image: &str) {
+    let deploys: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(client.clone(), namespace);
+    let edit = serde_json::json!({"spec": {"template": {"spec": {"containers": [
+        {"name": "workflow-controller", "image": image}]}}}});
+    let patch = kube::api::Patch::Strategic(edit);
+    deploys
+        .patch("workflow-controller", &Default::default(), &patch)
+        .await
+        .unwrap();
+}
+
+/// Deletes namespaces without waiting (the controller-manager empties them in the background).
+pub async fn delete_namespaces(client: &Client, names: &[impl AsRef<str>]) {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    for name in names {
+        let _ = namespaces.delete(name.as_ref(), &Default::default()).await;
+    }
+}
+
 /// Write requests (create, update, patch, delete) made by `username`, from the API server's
-/// audit log: attributable to one identity, unlike the server's counters.
-pub fn audited_writes(username: &str) -> usize {
+/// audit log: attributable to one identity, unlike the server's counters. Renewals of the leader
+/// Lease are left out: holding a lease is writing to it.
+pub fn audited_writes(username: &str) -> Vec<String> {
     let state = std::env::var("FLOTILLA_E2E_DIR").unwrap_or_else(|_| "/tmp/flotilla-e2e".into());
     let log = std::fs::read_to_string(PathBuf::from(state).join("audit.log")).unwrap_or_default();
     log.lines()
@@ -519,7 +553,9 @@ pub fn audited_writes(username: &str) -> usize {
                 Some("create" | "update" | "patch" | "delete")
             )
         })
-        .count()
+        .filter(|e| e["objectRef"]["resource"] != "leases")
+        .map(|e| format!("{} {}", e["verb"], e["requestURI"]))
+        .collect()
 }
 
 /// Write requests (POST, PUT, PATCH, DELETE) the API server has served for `resources`,

@@ -2,6 +2,7 @@
 //! kube-apiserver, kube-controller-manager). flotilla runs as a process under the token of its
 //! own ServiceAccount, bound to the ClusterRole from manifests/. Run with `make test`.
 
+mod cold_restart;
 mod faults;
 mod fleet_view;
 mod harness;

@@ -14,13 +14,6 @@ fn merge(value: serde_json::Value) -> Patch<serde_json::Value> {
     Patch::Merge(value)
 }
 
-async fn delete_namespaces(client: &kube::Client, names: &[&str]) {
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    for name in names {
-        let _ = namespaces.delete(name, &DeleteParams::default()).await;
-    }
-}
-
 #[tokio::test]
 async fn opt_in_stamps_every_templated_object_as_rendered() {
     let client = admin().await;
@@ -117,21 +110,11 @@ async fn opt_out_by_removing_or_changing_the_label_reaps_everything() {
     delete_namespaces(&client, &["optout-removed", "optout-changed"]).await;
 }
 
-const OUTSIDE: &str = r#"# Lives in flotilla's own namespace, outside the one it is stamped for.
-apiVersion: v1
-kind: ConfigMap
-metadata:
-  name: {{ namespace.name ~ "-fleet-entry" }}
-  namespace: {{ flotilla.namespace }}
-data:
-  namespace: {{ namespace.name }}
-"#;
-
 #[tokio::test]
 async fn deleting_the_namespace_reaps_everything_also_outside_it() {
     let client = admin().await;
     let fleet = Fleet::new("nsdelete");
-    fleet.add_template("outside.yaml", OUTSIDE);
+    fleet.add_template("outside.yaml", OUTSIDE_TEMPLATE);
     let _flotilla = fleet.start();
     fleet.namespace(&client, "nsdelete-a", true).await;
     let stamped = fleet.wait_stamped(&client, "nsdelete-a").await;
@@ -174,17 +157,7 @@ async fn drift_is_repaired_deleted_objects_return_and_edits_are_reverted() {
     .await;
     assert_eq!(recreated.spec, original.spec);
 
-    // A tenant edits the image with a plain update, as `kubectl edit` would.
-    let edit = serde_json::json!({"spec": {"template": {"spec": {"containers": [
-        {"name": "workflow-controller", "image": "attacker/controller:evil"}]}}}});
-    deploys
-        .patch(
-            "workflow-controller",
-            &PatchParams::default(),
-            &Patch::Strategic(edit),
-        )
-        .await
-        .unwrap();
+    tamper_image(&client, "drift-a", "attacker/controller:evil").await;
     eventually("the edited image to be reverted", || async {
         let d = deploys.get("workflow-controller").await.ok()?;
         let image = d.spec.template.spec?.containers[0].image.clone()?;
@@ -321,78 +294,6 @@ async fn template_and_values_changes_roll_out_to_every_namespace() {
         );
     }
     delete_namespaces(&client, &names).await;
-}
-
-/// Waits until no namespace is terminating and the API server's write counter holds still, so
-/// that the controller-manager's own cleanup of earlier tests is not counted.
-async fn quiet_write_count(client: &kube::Client, resources: &[&str]) -> u64 {
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    eventually_within(
-        Duration::from_secs(180),
-        "earlier namespaces to finish terminating",
-        || async {
-            let list = namespaces.list(&Default::default()).await.ok()?;
-            list.items
-                .iter()
-                .all(|ns| ns.metadata.deletion_timestamp.is_none())
-                .then_some(())
-        },
-    )
-    .await;
-    let mut last = write_requests(client, resources).await;
-    loop {
-        tokio::time::sleep(Duration::from_secs(3)).await;
-        let now = write_requests(client, resources).await;
-        if now == last {
-            return now;
-        }
-        last = now;
-    }
-}
-
-#[tokio::test]
-async fn a_restart_with_nothing_changed_makes_zero_writes() {
-    let client = admin().await;
-    let fleet = Fleet::new("restart");
-    let names: Vec<String> = (0..50).map(|i| format!("restart-{i:02}")).collect();
-    for name in &names {
-        fleet.namespace(&client, name, true).await;
-    }
-    let flotilla = fleet.start();
-    for name in &names {
-        fleet.wait_stamped(&client, name).await;
-    }
-    flotilla.wait_log("initial sync complete").await;
-    flotilla.stop();
-
-    let resources = [
-        "serviceaccounts",
-        "configmaps",
-        "roles",
-        "rolebindings",
-        "services",
-        "deployments",
-        "namespaces",
-        "namespaceworkers",
-    ];
-    let before = quiet_write_count(&client, &resources).await;
-    let restarted = fleet.start();
-    restarted.wait_log("initial sync complete").await;
-    // Let any late watch event be processed too.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let after = write_requests(&client, &resources).await;
-    println!(
-        "write requests during a restart with 50 opted-in namespaces: {}",
-        after - before
-    );
-    assert_eq!(
-        after - before,
-        0,
-        "a restart with nothing changed must not write"
-    );
-    assert!(!restarted.logs().contains("created"), "nothing was created");
-    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-    delete_namespaces(&client, &refs).await;
 }
 
 const NOTE: &str = r#"apiVersion: v1

@@ -28,15 +28,7 @@ pub fn check(config_path: &Path) -> Result<(), CliError> {
     };
     let sample = NamespaceInput {
         name: "flotilla-check".into(),
-        labels: config
-            .selector
-            .clone()
-            .into_iter()
-            .filter_map(|expr| match expr {
-                kube::core::Expression::Equal(k, v) => Some((k, v)),
-                _ => None,
-            })
-            .collect(),
+        labels: flotilla::selector::required_labels(&config.selector),
         annotations: Default::default(),
     };
     let objects = match renderer.render(&sample) {

@@ -108,7 +108,7 @@ async fn diff_namespace(
             }
             Decision::Create | Decision::Update => {}
         }
-        let after = cluster::dry_run_apply(client, &config.field_manager, object)
+        let after = cluster::apply(client, &config.field_manager, object, cluster::Mode::DryRun)
             .await
             .map_err(api_error(format!("dry-run apply of {}", object.key)))?;
         if let Some(text) = diff::unified(&object.key.to_string(), live.as_ref(), Some(&after)) {

@@ -51,15 +51,7 @@ pub fn render(config_path: &Path, args: &RenderArgs) -> Result<(), CliError> {
     } else {
         let mut labels: BTreeMap<String, String> = args.labels.iter().cloned().collect();
         if labels.is_empty() {
-            labels = config
-                .selector
-                .clone()
-                .into_iter()
-                .filter_map(|expr| match expr {
-                    kube::core::Expression::Equal(k, v) => Some((k, v)),
-                    _ => None,
-                })
-                .collect();
+            labels = selector::required_labels(&config.selector);
         }
         NamespaceInput {
             name: args.namespace.clone(),

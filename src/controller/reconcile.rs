@@ -265,9 +265,14 @@ async fn sync(ctx: &Context, object: &Stamped) -> Result<(Synced, Option<Arc<Val
         }
         Decision::Update => Synced::Updated,
     };
-    let applied = api::apply(&ctx.client, &ctx.config.field_manager, object)
-        .await
-        .map_err(Error::on("apply", &object.key))?;
+    let applied = api::apply(
+        &ctx.client,
+        &ctx.config.field_manager,
+        object,
+        api::Mode::Apply,
+    )
+    .await
+    .map_err(Error::on("apply", &object.key))?;
     let applied = Some(Arc::new(applied));
     ctx.verified(object, applied.clone());
     let what = match synced {
