@@ -48,7 +48,7 @@ done
 
 step "Starting flotilla run (log: $LOG)"
 stop
-KUBECONFIG=$SA_KUBECONFIG nohup "$BIN" run --config flotilla.yaml >"$LOG" 2>&1 &
+KUBECONFIG=$SA_KUBECONFIG nohup "$BIN" run --config flotilla.yaml --http-address 127.0.0.1:18080 >"$LOG" 2>&1 &
 echo $! >"$PIDFILE"
 for _ in $(seq 1 100); do
   grep -q "initial sync complete" "$LOG" && break
@@ -71,12 +71,18 @@ echo
 kubectl -n "$NS" get deployment workflow-controller \
   -o 'custom-columns=DEPLOYMENT:.metadata.name,IMAGE:.spec.template.spec.containers[0].image,REVISION:.metadata.annotations.flotilla\.dev/revision'
 
+step "The fleet: kubectl get namespaceworkers"
+sleep 1
+kubectl get nsw -o wide
+
 cat <<TXT
 
 flotilla keeps running (pid $(cat "$PIDFILE")). Try:
   export KUBECONFIG=$KUBECONFIG
   kubectl -n $NS delete deployment workflow-controller     # comes back within a second
   kubectl label namespace $NS flotilla.dev/enabled-          # opt out: everything is reaped
+  kubectl get nsw $NS -o yaml                                # status, conditions, stamped objects
+  curl -s 127.0.0.1:18080/metrics | grep ^flotilla_           # the operator's own metrics
   tail -f $LOG
   make demo-down                                             # stop flotilla and the control plane
 TXT
