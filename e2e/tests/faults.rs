@@ -38,16 +38,8 @@ async fn namespaces_deleted_or_unlabelled_while_flotilla_was_down_are_reaped_on_
     flotilla.stop();
 
     delete_namespaces(&client, &deleted).await;
-    let namespaces: Api<Namespace> = Api::all(client.clone());
     for name in &unlabelled {
-        namespaces
-            .patch(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(fleet.opt_in_patch(None)),
-            )
-            .await
-            .unwrap();
+        fleet.set_opt_in(&client, name, None).await;
     }
     let started = Instant::now();
     let _flotilla = fleet.start();

@@ -158,14 +158,7 @@ async fn worker_phase_follows_the_controller_deployment() {
 
     // Reaping removes the worker with everything else.
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    namespaces
-        .patch(
-            ns,
-            &PatchParams::default(),
-            &Patch::Merge(fleet.opt_in_patch(None)),
-        )
-        .await
-        .unwrap();
+    fleet.set_opt_in(&client, ns, None).await;
     fleet.wait_reaped(&client, ns).await;
     eventually("the NamespaceWorker to be removed", || async {
         worker_api(&client)
@@ -239,14 +232,7 @@ async fn events_are_published_once_per_occurrence() {
         let note = failed[0].message.clone().unwrap_or_default();
         assert!(note.contains("override.flotilla.dev/parallelism"), "{note}");
     }
-    namespaces
-        .patch(
-            ns,
-            &PatchParams::default(),
-            &Patch::Merge(fleet.opt_in_patch(None)),
-        )
-        .await
-        .unwrap();
+    fleet.set_opt_in(&client, ns, None).await;
     fleet.wait_reaped(&client, ns).await;
     eventually("a Reaped Event on the namespace", || async {
         (events(&client, "Namespace", &namespace_uid, "Reaped")

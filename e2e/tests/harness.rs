@@ -286,6 +286,16 @@ impl Fleet {
         serde_json::json!({"metadata": {"labels": {self.label.clone(): value}}})
     }
 
+    /// Sets this fleet's opt-in label on a namespace to `value`, or removes it (`None`).
+    pub async fn set_opt_in(&self, client: &Client, namespace: &str, value: Option<&str>) {
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        let patch = kube::api::Patch::Merge(self.opt_in_patch(value));
+        namespaces
+            .patch(namespace, &Default::default(), &patch)
+            .await
+            .unwrap();
+    }
+
     /// Every object this fleet stamped for `namespace`, of every kind, wherever it lives.
     pub async fn stamped_for(&self, client: &Client, namespace: &str) -> Vec<DynamicObject> {
         let selector = format!(

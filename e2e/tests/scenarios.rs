@@ -199,15 +199,7 @@ async fn an_object_flotilla_did_not_stamp_is_never_touched() {
     };
     let before = cms.create(&PostParams::default(), &theirs).await.unwrap();
     let flotilla = fleet.start();
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    namespaces
-        .patch(
-            "collide-a",
-            &PatchParams::default(),
-            &merge(fleet.opt_in_patch(Some("on"))),
-        )
-        .await
-        .unwrap();
+    fleet.set_opt_in(&client, "collide-a", Some("on")).await;
     // Everything else is stamped; the colliding name is reported, not taken over.
     eventually("the rest of the set to be stamped", || async {
         let n = fleet.stamped_for(&client, "collide-a").await.len();
@@ -220,14 +212,7 @@ async fn an_object_flotilla_did_not_stamp_is_never_touched() {
     assert_eq!(after.data, before.data);
     assert_eq!(after.metadata.labels, before.metadata.labels);
     // Opting out reaps what flotilla stamped and still leaves theirs alone.
-    namespaces
-        .patch(
-            "collide-a",
-            &PatchParams::default(),
-            &merge(fleet.opt_in_patch(None)),
-        )
-        .await
-        .unwrap();
+    fleet.set_opt_in(&client, "collide-a", None).await;
     fleet.wait_reaped(&client, "collide-a").await;
     let kept = cms.get("workflow-controller-configmap").await.unwrap();
     assert_eq!(kept.resource_version(), before.resource_version());
