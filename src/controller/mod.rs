@@ -47,6 +47,16 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// What the worker's health is computed from: a few fields instead of the whole Deployment, so a
+/// large fleet's cache stays small.
+fn health_fields(deployment: &serde_json::Value) -> serde_json::Value {
+    serde_json::json!({
+        "metadata": {"generation": deployment["metadata"]["generation"]},
+        "spec": {"replicas": deployment["spec"]["replicas"]},
+        "status": deployment["status"],
+    })
+}
+
 impl Context {
     /// `Some(live workload or None)` if the object is known to be in sync, without a request.
     fn verified_workload(&self, object: &Stamped) -> Option<Option<Arc<serde_json::Value>>> {
@@ -63,11 +73,12 @@ impl Context {
         else {
             return;
         };
-        let workload = (object.key.kind == Kind::Deployment)
-            .then(|| live.clone())
-            .flatten();
+        let workload = live
+            .as_ref()
+            .filter(|_| object.key.kind == Kind::Deployment)
+            .map(|live| Arc::new(health_fields(live)));
         let entry = Verified {
-            resource_version: rv.to_string(),
+            resource_version: rv.to_owned(),
             hash: object.hash.clone(),
             workload,
         };

@@ -173,6 +173,8 @@ where
         let mut events = std::pin::pin!(
             watcher(api, config)
                 .default_backoff()
+                // managedFields are most of an object's metadata and nothing here reads them.
+                .modify(|obj| obj.managed_fields_mut().clear())
                 .reflect(writer)
                 .touched_objects()
         );
