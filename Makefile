@@ -45,3 +45,11 @@ demo: deps build
 demo-down:
 	bash e2e/demo.sh down
 	$(CLUSTER) down
+
+# Benchmarks: template rendering (criterion), then the fleet on a control plane of the bench's
+# own (ports and state dir apart from the e2e suite's): cold converge, steady state, reaction,
+# rollout and burst against a bare-client limit and a render|kubectl script. N=2000 make bench.
+.PHONY: bench
+bench: deps
+	cargo bench --bench render
+	bash e2e/bench/run.sh

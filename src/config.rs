@@ -204,10 +204,8 @@ fn yaml_error(text: &str, e: &serde_saphyr::Error) -> String {
     let (first, rest) = message.split_once('\n').unwrap_or((message, ""));
     let key = e
         .location()
-        .and_then(|l| text.lines().nth((l.line() as usize).checked_sub(1)?))
-        .and_then(|line| line.trim_start().trim_start_matches("- ").split_once(':'))
-        .map(|(key, _)| key.trim().trim_matches(['"', '\''].as_slice()).to_string())
-        .filter(|key| !key.is_empty() && !key.contains(' ') && !first.contains(&format!("`{key}`")));
+        .and_then(|l| key_at(text, l.line() as usize))
+        .filter(|key| !first.contains(&format!("`{key}`")));
     let first = match (key, first.split_once(": ")) {
         (Some(key), Some((at, problem))) if at.starts_with("line ") => {
             format!("{at}: {key}: {problem}")
@@ -219,6 +217,28 @@ fn yaml_error(text: &str, e: &serde_saphyr::Error) -> String {
     } else {
         format!("{first}\n{rest}")
     }
+}
+
+/// The key set on 1-based `line`, or, for a list item or continuation line, the key it belongs
+/// to (the nearest line above that is indented less).
+fn key_at(text: &str, line: usize) -> Option<String> {
+    let lines: Vec<&str> = text.lines().take(line).collect();
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let mut limit = usize::MAX;
+    for l in lines.iter().rev() {
+        let content = l.trim_start();
+        if content.is_empty() || content.starts_with('#') || indent(l) >= limit {
+            continue;
+        }
+        if let Some((key, _)) = content.split_once(':') {
+            let key = key.trim().trim_matches(['"', '\''].as_slice());
+            if !key.is_empty() && !key.contains([' ', '[', '{']) {
+                return Some(key.to_string());
+            }
+        }
+        limit = indent(l);
+    }
+    None
 }
 
 /// Prefixes a validation message that starts with a key path (`selector: …`,
@@ -241,8 +261,9 @@ fn locate(text: &str, message: String) -> String {
     }
 }
 
-/// The 1-based line of a dotted key path in block-style YAML. Keys may contain dots themselves
-/// (`overrides: {resources.limits.cpu: …}`), so at each level the longest matching key wins.
+/// The 1-based line of a dotted key path in block-style YAML, or of the deepest part of it that
+/// has a line of its own. Keys may contain dots themselves (`overrides: {resources.limits.cpu:
+/// …}`), so at each level the longest matching key wins.
 fn line_of(text: &str, path: &str) -> Option<usize> {
     let lines: Vec<&str> = text.lines().collect();
     let segments: Vec<&str> = path.split('.').collect();
@@ -267,7 +288,10 @@ fn line_of(text: &str, path: &str) -> Option<usize> {
                 }
             }
         }
-        let (i, indent, end) = matched?;
+        // A key not on a line of its own (in a flow mapping): the line of its parent.
+        let Some((i, indent, end)) = matched else {
+            break;
+        };
         found = Some(i + 1);
         (at, from, parent_indent) = (end, i + 1, Some(indent));
     }
@@ -337,15 +361,23 @@ mod tests {
     fn errors_name_the_line_of_the_key() {
         let text = "# flotilla\nselector: 'a in (b'\n";
         assert!(locate(text, "selector: unbalanced".into()).starts_with("line 2: selector: "));
-        let text = "values:\n  n: 1\noverrides:\n  other: {}\n  resources.limits.cpu:\n    type: x\n";
+        let text =
+            "values:\n  n: 1\noverrides:\n  other: {}\n  resources.limits.cpu:\n    type: x\n";
         assert_eq!(line_of(text, "overrides.resources.limits.cpu"), Some(5));
-        assert_eq!(line_of(text, "overrides.n"), None);
+        assert_eq!(line_of(text, "overrides.n"), Some(3));
+        assert_eq!(line_of(text, "nothing.here"), None);
         assert_eq!(line_of(text, "values.n"), Some(2));
         // A message that is not about a key is left as it is.
-        assert_eq!(locate(text, "cannot read: gone".into()), "cannot read: gone");
+        assert_eq!(
+            locate(text, "cannot read: gone".into()),
+            "cannot read: gone"
+        );
         // Wrong types: the parser names the line, flotilla adds the key.
         let err = parse("selector: a=b\nconcurrency: many\n").unwrap_err();
-        assert!(err.starts_with("line 2 column 14: concurrency: invalid"), "{err}");
+        assert!(
+            err.starts_with("line 2 column 14: concurrency: invalid"),
+            "{err}"
+        );
     }
 
     #[test]

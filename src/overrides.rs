@@ -101,14 +101,15 @@ impl Override {
                     && !pattern.is_match(raw)
                 {
                     return Err(format!(
-                        "{raw:?} does not match the allowed pattern {:?}",
+                        "{} does not match the allowed pattern {:?}",
+                        shown(raw),
                         spec.pattern.as_deref().unwrap_or_default()
                     ));
                 }
                 if let Some(one_of) = &spec.one_of
                     && !one_of.iter().any(|v| v == raw)
                 {
-                    return Err(format!("{raw:?} is not one of {one_of:?}"));
+                    return Err(format!("{} is not one of {one_of:?}", shown(raw)));
                 }
                 Ok(Value::String(raw.to_string()))
             }
@@ -116,7 +117,7 @@ impl Override {
                 let n: i64 = raw
                     .trim()
                     .parse()
-                    .map_err(|_| format!("{raw:?} is not an integer"))?;
+                    .map_err(|_| format!("{} is not an integer", shown(raw)))?;
                 if let Some(min) = spec.minimum
                     && n < min
                 {
@@ -132,19 +133,31 @@ impl Override {
             ValueType::Boolean => match raw.trim() {
                 "true" => Ok(Value::Bool(true)),
                 "false" => Ok(Value::Bool(false)),
-                _ => Err(format!("{raw:?} is not true or false")),
+                _ => Err(format!("{} is not true or false", shown(raw))),
             },
             ValueType::Quantity => {
                 if QUANTITY.is_match(raw) {
                     Ok(Value::String(raw.to_string()))
                 } else {
                     Err(format!(
-                        "{raw:?} is not a Kubernetes quantity (like 500m or 1Gi)"
+                        "{} is not a Kubernetes quantity (like 500m or 1Gi)",
+                        shown(raw)
                     ))
                 }
             }
         }
     }
+}
+
+/// A value as messages quote it: at most 100 characters, so that a 256 KiB annotation does not
+/// end up whole in the NamespaceWorker's status, an Event and the log.
+fn shown(raw: &str) -> String {
+    const MAX: usize = 100;
+    if raw.chars().count() <= MAX {
+        return format!("{raw:?}");
+    }
+    let head: String = raw.chars().take(MAX).collect();
+    format!("{head:?}… ({} bytes)", raw.len())
 }
 
 fn lookup<'v>(values: &'v Map<String, Value>, path: &[String]) -> Option<&'v Value> {
@@ -178,7 +191,8 @@ pub fn apply(
             errors.push((
                 annotation.clone(),
                 format!(
-                    "{key:?} is not overridable (the config allows: {})",
+                    "{} is not overridable (the config allows: {})",
+                    shown(key),
                     list(&allowed)
                 ),
             ));
@@ -310,6 +324,108 @@ mod tests {
         )
         .unwrap_err();
         assert!(errors[0].1.contains("above the maximum 500"), "{errors:?}");
+    }
+
+    #[test]
+    fn only_the_declared_key_itself_is_overridable() {
+        // Not a parent of a declared key (which would replace the whole map and its bounds), not
+        // a child of one, not a lookalike, not a value that is not declared at all.
+        for key in [
+            "resources",
+            "resources.limits",
+            "resources.limits.memory.extra",
+            "controllerimage",
+            "controllerImage ",
+            "workflowDefaults.spec.serviceAccountName",
+        ] {
+            let errors = apply(&values(), &declared(), &annotations(&[(key, "x")])).unwrap_err();
+            assert_eq!(errors.len(), 1, "{key}: {errors:?}");
+            assert!(
+                errors[0].1.contains("is not overridable"),
+                "{key}: {errors:?}"
+            );
+        }
+        // With nothing declared, nothing is overridable, and the message says so.
+        let errors = apply(&values(), &[], &annotations(&[("parallelism", "1")])).unwrap_err();
+        assert!(
+            errors[0].1.ends_with("(the config allows: nothing)"),
+            "{errors:?}"
+        );
+    }
+
+    #[test]
+    fn patterns_bind_the_whole_value() {
+        for evil in [
+            "evil.example/argoproj/workflow-controller:v4.1.2",
+            "quay.io.evil.example/argoproj/workflow-controller:v4.1.2",
+            "quay.io/argoproj/workflow-controller:v4.1.2@sha256:0000",
+            "quay.io/argoproj/workflow-controller:v4.1.2\n",
+            "quay.io/argoproj/workflow-controller:v4.1.2\nimage: evil/x",
+            "x quay.io/argoproj/workflow-controller:v4.1.2",
+            "quay.io/argoproj/workflow-controller:latest",
+            "",
+        ] {
+            let errors = apply(
+                &values(),
+                &declared(),
+                &annotations(&[("controllerImage", evil)]),
+            )
+            .expect_err(evil);
+            assert!(
+                errors[0].1.contains("does not match"),
+                "{evil:?}: {errors:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn typed_values_refuse_near_misses() {
+        for (key, raw, needle) in [
+            ("parallelism", "5; rm -rf /", "not an integer"),
+            ("parallelism", "1e3", "not an integer"),
+            ("parallelism", "0", "below the minimum 1"),
+            ("parallelism", "-1", "below the minimum 1"),
+            ("parallelism", "99999999999999999999", "not an integer"),
+            ("debug", "True", "not true or false"),
+            ("debug", "1", "not true or false"),
+            ("resources.limits.memory", "", "not a Kubernetes quantity"),
+            (
+                "resources.limits.memory",
+                "1Gi\n",
+                "not a Kubernetes quantity",
+            ),
+            (
+                "resources.limits.memory",
+                "-1Gi",
+                "not a Kubernetes quantity",
+            ),
+            (
+                "resources.limits.memory",
+                "{\"a\": 1}",
+                "not a Kubernetes quantity",
+            ),
+        ] {
+            let errors = apply(&values(), &declared(), &annotations(&[(key, raw)])).expect_err(raw);
+            assert!(errors[0].1.contains(needle), "{key}={raw:?}: {errors:?}");
+        }
+    }
+
+    #[test]
+    fn messages_quote_at_most_a_little_of_a_huge_value() {
+        let huge = "q".repeat(256 * 1024);
+        let errors = apply(
+            &values(),
+            &declared(),
+            &annotations(&[("controllerImage", &huge), (&huge[..200], "x")]),
+        )
+        .unwrap_err();
+        for (_, message) in &errors {
+            assert!(message.len() < 400, "{} bytes", message.len());
+            assert!(
+                message.contains("(262144 bytes)") || message.contains("(200 bytes)"),
+                "{message}"
+            );
+        }
     }
 
     #[test]

@@ -51,12 +51,26 @@ pub fn contains(live: &Value, desired: &Value) -> bool {
                 None => is_empty(want),
             })
         }
+        // Lists of named items (containers, env, volumes, ports) merge by name under server-side
+        // apply: other managers may add items (a webhook's sidecar), and that is no drift.
+        (Value::Array(live), Value::Array(desired)) if is_named_list(desired) => {
+            desired.iter().all(|want| {
+                live.iter()
+                    .find(|have| have["name"] == want["name"])
+                    .is_some_and(|have| contains(have, want))
+            })
+        }
+        // Any other list is atomic: it must be exactly what flotilla applies.
         (Value::Array(live), Value::Array(desired)) => {
             live.len() == desired.len() && live.iter().zip(desired).all(|(l, d)| contains(l, d))
         }
         (Value::Number(live), Value::Number(desired)) => live.as_f64() == desired.as_f64(),
         (live, desired) => live == desired || (live.is_null() && is_empty(desired)),
     }
+}
+
+fn is_named_list(items: &[Value]) -> bool {
+    !items.is_empty() && items.iter().all(|item| item["name"].is_string())
 }
 
 fn is_empty(value: &Value) -> bool {
@@ -164,12 +178,23 @@ mod tests {
         let mut changed = live.clone();
         changed["spec"]["template"]["spec"]["containers"][0]["image"] = json!("i:2");
         assert!(!contains(&changed, &desired));
+        // A sidecar another manager added is theirs, not drift; a changed or missing one of ours is.
         let mut extra_container = live.clone();
         extra_container["spec"]["template"]["spec"]["containers"]
             .as_array_mut()
             .unwrap()
             .push(json!({"name": "sidecar"}));
-        assert!(!contains(&extra_container, &desired));
+        assert!(contains(&extra_container, &desired));
+        let mut renamed = live.clone();
+        renamed["spec"]["template"]["spec"]["containers"][0]["name"] = json!("other");
+        assert!(!contains(&renamed, &desired));
+        // Role rules are an atomic list: an extra rule is drift.
+        let rules = json!({"rules": [{"verbs": ["get"]}]});
+        assert!(!contains(
+            &json!({"rules": [{"verbs": ["get"]}, {"verbs": ["*"]}]}),
+            &rules
+        ));
+        assert!(contains(&json!({"rules": [{"verbs": ["get"]}]}), &rules));
         let mut missing = live.clone();
         missing["spec"].as_object_mut().unwrap().remove("replicas");
         assert!(!contains(&missing, &desired));

@@ -53,9 +53,12 @@ pub struct WorkerStatus {
     pub ready: String,
     pub ready_replicas: i64,
     pub desired_replicas: i64,
-    /// The templates-and-values revision last applied.
+    /// The templates-and-values revision last applied. Left out until there is one: 1.20 turns an
+    /// empty string in a custom resource into null, which the schema then refuses.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub revision: String,
-    /// The controller image last applied.
+    /// The controller image last applied (left out until there is one, as `revision`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub image: String,
     /// Everything stamped for this namespace.
     pub objects: Vec<StampedRef>,

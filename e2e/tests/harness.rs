@@ -588,3 +588,82 @@ pub async fn write_requests(client: &Client, resources: &[&str]) -> u64 {
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum::<f64>() as u64
 }
+
+// ---- Helpers of the security suite (e2e/tests/security.rs). ----
+
+/// The username flotilla's ServiceAccount token authenticates as.
+pub const FLOTILLA_USER: &str = "system:serviceaccount:flotilla-system:flotilla";
+
+/// The bearer token of a kubeconfig written by [`kubeconfig_for`] (flotilla's own, for
+/// `env().flotilla_kubeconfig`): what must never show up in a log.
+pub fn kubeconfig_token(kubeconfig: &Path) -> String {
+    let text = std::fs::read_to_string(kubeconfig).unwrap();
+    let parsed: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let token = parsed["users"][0]["user"]["token"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(token.len() > 20, "no token in {}", kubeconfig.display());
+    token.to_string()
+}
+
+/// A kubeconfig like the admin's, authenticating as ServiceAccount `namespace/account` (which
+/// must exist) with the token the controller-manager minted for it; written into the test
+/// binary's temporary directory.
+pub fn kubeconfig_for_account(namespace: &str, account: &str) -> PathBuf {
+    let admin = &env().admin_kubeconfig;
+    let ns = ["--namespace", namespace];
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let token = loop {
+        let get_sa = [
+            "get",
+            "serviceaccount",
+            account,
+            "-o",
+            "jsonpath={.secrets[0].name}",
+        ];
+        let secret = kubectl(admin, &[&ns[..], &get_sa].concat());
+        if !secret.is_empty() {
+            let template = "go-template={{.data.token | base64decode}}";
+            break kubectl(
+                admin,
+                &[&ns[..], &["get", "secret", &secret, "-o", template]].concat(),
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no token secret for {namespace}/{account}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    let mut kubeconfig = Kubeconfig::read_from(admin).unwrap();
+    for user in &mut kubeconfig.auth_infos {
+        if let Some(auth) = user.auth_info.as_mut() {
+            auth.token = Some(token.clone().into());
+        }
+    }
+    let path = env()
+        ._dir
+        .path()
+        .join(format!("{namespace}-{account}.kubeconfig"));
+    std::fs::write(&path, serde_json::to_string(&kubeconfig).unwrap()).unwrap();
+    path
+}
+
+/// Write requests (create, update, patch, delete) `username` made on objects in `namespace`,
+/// from the API server's audit log.
+pub fn audited_writes_in(username: &str, namespace: &str) -> usize {
+    let state = std::env::var("FLOTILLA_E2E_DIR").unwrap_or_else(|_| "/tmp/flotilla-e2e".into());
+    let log = std::fs::read_to_string(PathBuf::from(state).join("audit.log")).unwrap_or_default();
+    log.lines()
+        .filter(|line| line.contains(namespace))
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|e| e["stage"] == "ResponseComplete" && e["user"]["username"] == username)
+        .filter(|e| e["objectRef"]["namespace"] == namespace)
+        .filter(|e| {
+            matches!(
+                e["verb"].as_str(),
+                Some("create" | "update" | "patch" | "delete" | "deletecollection")
+            )
+        })
+        .count()
+}

@@ -8,3 +8,4 @@ mod fleet_view;
 mod harness;
 mod model;
 mod scenarios;
+mod security;

@@ -24,12 +24,22 @@ use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
-#[error("{action} {object}: {source}")]
+#[error("{action} {object}: {}", brief(.source))]
 pub struct Error {
     action: &'static str,
     object: String,
     #[source]
     source: kube::Error,
+}
+
+/// One line for a log: the API server's code, reason and message rather than its whole Status.
+fn brief(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => {
+            format!("{} {}: {}", status.code, status.reason, status.message)
+        }
+        other => other.to_string(),
+    }
 }
 
 impl Error {

@@ -1,12 +1,15 @@
 //! Templates -> objects. Each file in the templates directory is a minijinja template that
 //! renders to at most one Kubernetes object. Every `{{ value }}` is serialized as JSON (which is
 //! valid YAML), so no label, annotation or value can add structure: a newline, `---` or `{{`
-//! inside a value stays part of one quoted string.
+//! inside a value stays part of one quoted string (see `escape`).
 
+mod escape;
+mod names;
 mod policy;
 mod revision;
 mod templates;
 
+pub use escape::escape_non_printable;
 pub use templates::load_dir;
 
 use crate::config::Config;
@@ -81,9 +84,16 @@ impl Renderer {
         );
         let mut env = Environment::new();
         env.set_undefined_behavior(UndefinedBehavior::Strict);
-        // JSON escaping whatever the file is called: it is what keeps values inert.
+        // JSON escaping whatever the file is called: it is what keeps values inert. The
+        // formatter also escapes what YAML does not allow, and nothing may turn it off.
         env.set_auto_escape_callback(|_| AutoEscape::Json);
+        env.set_formatter(escape::formatter);
+        env.add_filter("safe", escape::safe_filter);
+        env.add_filter("escape", escape::escape_filter);
+        env.add_filter("e", escape::escape_filter);
+        env.add_filter("tojson", escape::tojson_filter);
         env.add_filter("yaml", yaml_filter);
+        env.add_filter("dns_label", names::dns_label_filter);
         let mut errors = Vec::new();
         let mut files = Vec::new();
         for (file, source) in sources {
@@ -114,6 +124,13 @@ impl Renderer {
     /// Renders every template for one namespace. Any error fails the whole set: a partial set
     /// would make the caller prune what the failed templates would have kept.
     pub fn render(&self, namespace: &NamespaceInput) -> Result<Vec<Stamped>, RenderErrors> {
+        if namespace.name == self.own_namespace {
+            return Err(RenderErrors(vec![RenderError {
+                origin: format!("namespace {}", namespace.name),
+                line: None,
+                message: "is flotilla's own namespace, which holds its credentials; flotilla stamps nothing for it".into(),
+            }]));
+        }
         let values = overrides::apply(&self.values, &self.overrides, &namespace.annotations)
             .map_err(|errors| {
                 RenderErrors(
@@ -183,7 +200,10 @@ impl Renderer {
         let text = template.render(ctx).map_err(|e| template_error(file, &e))?;
         let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text).map_err(|e| {
             let line = e.location().map(|l| l.line() as usize);
-            fail(line, format!("the rendered output is not valid YAML: {e}"))
+            fail(
+                line,
+                format!("the rendered output is not valid YAML: {}", yaml_reason(&e)),
+            )
         })?;
         let mut docs: Vec<_> = docs.into_iter().filter(|d| !d.is_null()).collect();
         match docs.len() {
@@ -205,6 +225,36 @@ impl Renderer {
 fn yaml_filter(value: Value) -> Result<String, minijinja::Error> {
     serde_saphyr::to_string(&value)
         .map_err(|e| minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, e.to_string()))
+}
+
+/// The parser's reason alone: its message also quotes the lines around the problem, which
+/// would carry rendered content (and a namespace's annotations) into logs and status.
+fn yaml_reason(e: &serde_saphyr::Error) -> String {
+    let text = e.to_string();
+    let first = text.lines().next().unwrap_or_default();
+    let reason = first.strip_prefix("error: ").unwrap_or(first);
+    // "line 6 column 11: unexpected character" -> the line is reported separately.
+    let reason = match reason.split_once(": ") {
+        Some((at, rest)) if at.starts_with("line ") => format!("column {}: {rest}", column(at)),
+        _ => reason.to_string(),
+    };
+    truncate(&reason, 300)
+}
+
+fn column(at: &str) -> &str {
+    at.rsplit(' ').next().unwrap_or_default()
+}
+
+/// At most `max` bytes of `text`, cut at a character boundary, marked when cut.
+pub(crate) fn truncate(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes)", &text[..end], text.len())
 }
 
 fn template_error(file: &str, e: &minijinja::Error) -> RenderError {

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# `make bench`, the fleet part: flotilla against its baselines on a control plane of the bench's
+# own (state dir and ports apart from the e2e suite's, so both can run at once).
+#   N=2000 e2e/bench/run.sh       (default N=500)
+# Other knobs (environment): BENCH_SCRIPT_SAMPLE (50), BENCH_STEADY_SECONDS (120),
+# BENCH_QUIET_MAX_SECONDS (max(300, N/2)), BENCH_TIMEOUT_SECONDS (1800), BENCH_FLOTILLA_LOG (RUST_LOG).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+export FLOTILLA_E2E_DIR=${FLOTILLA_E2E_DIR:-/tmp/flotilla-bench}
+export FLOTILLA_E2E_PORT=${FLOTILLA_E2E_PORT:-26443}
+export FLOTILLA_E2E_ETCD_PORT=${FLOTILLA_E2E_ETCD_PORT:-33790}
+export FLOTILLA_E2E_ETCD_PEER_PORT=${FLOTILLA_E2E_ETCD_PEER_PORT:-33800}
+export FLOTILLA_E2E_KCM_PORT=${FLOTILLA_E2E_KCM_PORT:-20257}
+export N=${N:-500}
+if [ "${FLOTILLA_E2E_DIR%/}" = /tmp/flotilla-e2e ]; then
+  echo "bench: refusing to use the e2e suite's state dir /tmp/flotilla-e2e" >&2
+  exit 1
+fi
+
+# Build first, so that compiling takes no CPU from the control plane being measured.
+cargo bench --features e2e --bench fleet --no-run
+# The bench brings its control plane up (fresh for each phase) and down; this is for a crash.
+trap 'bash e2e/cluster.sh down' EXIT
+cargo bench --features e2e --bench fleet
