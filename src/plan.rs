@@ -40,27 +40,25 @@ pub fn decide(desired: &Stamped, live: Option<&Value>, instance: &str) -> Decisi
 }
 
 /// Whether `live` carries every field of `desired` with the same value. The server adds
-/// defaults, status and other managers' fields; those are no drift. Lists must match element
-/// by element (containers, ports, rules are ordered). An empty value in `desired` matches an
-/// absent one, since the API server omits empty fields.
+/// defaults, status and other managers' fields; those are no drift. An empty value in `desired`
+/// matches an absent one, since the API server omits empty fields.
 pub fn contains(live: &Value, desired: &Value) -> bool {
     match (live, desired) {
         (Value::Object(live), Value::Object(desired)) => {
-            desired.iter().all(|(key, want)| match live.get(key) {
-                Some(have) => contains(have, want),
-                None => is_empty(want),
-            })
+            desired
+                .iter()
+                .all(|(key, want)| match (live.get(key), want) {
+                    (Some(Value::Array(have)), Value::Array(want))
+                        if MERGED_BY_NAME.contains(&key.as_str()) =>
+                    {
+                        contains_by_name(have, want)
+                    }
+                    (Some(have), want) => contains(have, want),
+                    (None, want) => is_empty(want),
+                })
         }
-        // Lists of named items (containers, env, volumes, ports) merge by name under server-side
-        // apply: other managers may add items (a webhook's sidecar), and that is no drift.
-        (Value::Array(live), Value::Array(desired)) if is_named_list(desired) => {
-            desired.iter().all(|want| {
-                live.iter()
-                    .find(|have| have["name"] == want["name"])
-                    .is_some_and(|have| contains(have, want))
-            })
-        }
-        // Any other list is atomic: it must be exactly what flotilla applies.
+        // Every other list is atomic under server-side apply (a Role's rules, a RoleBinding's
+        // subjects, args): it must be exactly what flotilla applies, so an addition is drift.
         (Value::Array(live), Value::Array(desired)) => {
             live.len() == desired.len() && live.iter().zip(desired).all(|(l, d)| contains(l, d))
         }
@@ -69,8 +67,23 @@ pub fn contains(live: &Value, desired: &Value) -> bool {
     }
 }
 
-fn is_named_list(items: &[Value]) -> bool {
-    !items.is_empty() && items.iter().all(|item| item["name"].is_string())
+/// Pod-spec lists that server-side apply merges by name: other managers may add items (a
+/// webhook's sidecar, an injected env var), which is no drift; flotilla's own items must match.
+const MERGED_BY_NAME: [&str; 6] = [
+    "containers",
+    "initContainers",
+    "env",
+    "volumes",
+    "volumeMounts",
+    "imagePullSecrets",
+];
+
+fn contains_by_name(live: &[Value], desired: &[Value]) -> bool {
+    desired.iter().all(|want| {
+        live.iter()
+            .find(|have| have["name"] == want["name"])
+            .is_some_and(|have| contains(have, want))
+    })
 }
 
 fn is_empty(value: &Value) -> bool {
