@@ -6,7 +6,29 @@ use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+/// The flotilla processes running now, so that an interrupted bench can stop them.
+static RUNNING: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+/// On SIGINT or SIGTERM: stop flotilla and the control plane, then exit.
+pub fn stop_everything_on_signal(repo: PathBuf) {
+    tokio::spawn(async move {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        eprintln!("bench: interrupted; stopping flotilla and the control plane");
+        for pid in RUNNING.lock().unwrap().drain(..) {
+            let _ = Command::new("kill").arg(pid.to_string()).status();
+        }
+        drop(DownOnDrop(repo));
+        std::process::exit(130);
+    });
+}
 
 pub const FLOTILLA_NAMESPACE: &str = "flotilla-system";
 pub const FLOTILLA_USER: &str = "system:serviceaccount:flotilla-system:flotilla";
@@ -179,6 +201,7 @@ impl Flotilla {
             .stderr(out)
             .spawn()
             .expect("flotilla starts");
+        RUNNING.lock().unwrap().push(child.id());
         Flotilla {
             child,
             started,
@@ -234,6 +257,7 @@ impl Flotilla {
 
 impl Drop for Flotilla {
     fn drop(&mut self) {
+        RUNNING.lock().unwrap().retain(|p| *p != self.child.id());
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

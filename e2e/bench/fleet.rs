@@ -45,6 +45,9 @@ const INSTANCE: &str = "bench";
 const REACTION_TRIALS: usize = 50;
 const LIMIT: &str = "limit (bare SSA client)";
 const LIMIT_ROLLOUT: &str = "limit rollout";
+const SCRIPT: &str = "script (render|kubectl)";
+/// Marks a scenario during which other processes took a share of the machine.
+const DISTURBED: &str = " <- OTHER PROCESSES TOOK CPU: this result is disturbed";
 /// Full resync period of the bench's flotilla: at least one falls into the steady-state window.
 const RESYNC_SECONDS: u64 = 60;
 /// Namespaces created (or labelled) at once by the bench itself.
@@ -260,11 +263,7 @@ impl Probe {
         }
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let others = (busy - ours).max(0.0);
-        let warning = if others > 0.1 * total {
-            " <- OTHER PROCESSES TOOK CPU: this result is disturbed"
-        } else {
-            ""
-        };
+        let warning = if others > 0.1 * total { DISTURBED } else { "" };
         format!(
             "CPU: {}, bench {:.1} s; machine busy {:.0}% of {cores} cores, steal {:.0}%, \
              other processes {:.0}%{warning}; {latencies}",
@@ -461,7 +460,7 @@ async fn script_baseline(
         .map(|(v, n)| (v, (n as f64 * scale).round() as u64))
         .collect();
     Row {
-        scenario: "script (render|kubectl)",
+        scenario: SCRIPT,
         n: bench.n,
         objects: per_namespace * bench.n,
         seconds: per_ns * bench.n as f64,
@@ -516,6 +515,7 @@ async fn main() {
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work).unwrap();
     let _down = DownOnDrop(repo.clone());
+    cluster::stop_everything_on_signal(repo.clone());
 
     // A snapshot of the templates and values, so that edits during the run change nothing.
     let templates = work.join("templates");
@@ -560,8 +560,9 @@ async fn main() {
     let mut rows = Vec::new();
     let fleet = names("fleet", n);
 
-    // ---- Phase 1, a fresh control plane: the baselines.
-    {
+    // ---- Phase 1, a fresh control plane: the baselines (BENCH_BASELINES=0 skips them, for
+    // quicker iterations on flotilla itself).
+    if env_or("BENCH_BASELINES", 1) != 0 {
         let cluster = Cluster::fresh(&bench.repo, &work).await;
         let script_names = names("script", bench.script_sample);
         // As many namespaces as phase 2 has (fleet + reaction), so both start alike.
@@ -959,16 +960,12 @@ fn print_results(bench: &Bench, rows: &[Row], summary: &Summary, took: Duration)
         steady_writes,
         ..
     } = *summary;
-    let row = |name: &str| rows.iter().find(|r| r.scenario == name).unwrap();
-    let limit = row(LIMIT);
-    let limit_rollout = row(LIMIT_ROLLOUT);
-    let rollout = row("flotilla rollout");
-    let script = row("script (render|kubectl)");
-    let cold = row("flotilla cold converge");
-    let burst = row("flotilla burst");
+    let row = |name: &str| rows.iter().find(|r| r.scenario == name);
+    let seconds = |name: &str| row(name).map_or(f64::NAN, |r| r.seconds);
+    let cold = row("flotilla cold converge").expect("cold converge ran");
     let n = bench.n;
-    let vs_limit = cold.seconds / limit.seconds;
-    let vs_script = script.seconds / cold.seconds;
+    let vs_limit = cold.seconds / seconds(LIMIT);
+    let vs_script = seconds(SCRIPT) / cold.seconds;
     let peak_rss = rows
         .iter()
         .filter(|r| r.scenario.starts_with("flotilla"))
@@ -984,15 +981,15 @@ fn print_results(bench: &Bench, rows: &[Row], summary: &Summary, took: Duration)
     let mut out = String::new();
     out.push_str(&format!(
         "\n== flotilla fleet bench, N={n} ({} objects per namespace), {:.0} s in all\n\n",
-        limit.objects / n.max(1),
+        cold.objects / n.max(1),
         took.as_secs_f64()
     ));
     out.push_str(&report::table(rows));
     out.push_str(&format!(
         "\nratios: cold/limit = {vs_limit:.2}x, burst/limit = {:.2}x, rollout/limit rollout = {:.2}x, \
          script/cold = {vs_script:.1}x (script extrapolated from {} namespaces)\n",
-        burst.seconds / limit.seconds,
-        rollout.seconds / limit_rollout.seconds,
+        seconds("flotilla burst") / seconds(LIMIT),
+        seconds("flotilla rollout") / seconds(LIMIT_ROLLOUT),
         bench.script_sample
     ));
     let targets = [
@@ -1028,6 +1025,18 @@ fn print_results(bench: &Bench, rows: &[Row], summary: &Summary, took: Duration)
             detail: format!("{peak_rss:.1} MiB{}", at(2000)),
         },
     ];
+    let disturbed: Vec<&str> = rows
+        .iter()
+        .filter(|r| r.notes.iter().any(|n| n.contains(DISTURBED)))
+        .map(|r| r.scenario)
+        .collect();
+    if !disturbed.is_empty() {
+        out.push_str(&format!(
+            "\nWARNING: other processes on this machine took over 10% of its CPU during: {}. \
+             Those timings (and ratios built on them) are not clean; run again on an idle machine.\n",
+            disturbed.join(", ")
+        ));
+    }
     out.push_str("\ntargets:\n");
     out.push_str(&report::targets(&targets));
     out.push_str(&format!(

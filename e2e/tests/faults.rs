@@ -166,8 +166,21 @@ async fn restart_component_while_labels_change(component: &str, prefix: &str) {
         .patch(&joins, &PatchParams::default(), &patch(Some("on")))
         .await
         .unwrap();
-    fleet.wait_reaped(&client, &leaves).await;
-    fleet.wait_stamped(&client, &joins).await;
+    // Within a watch timeout (60 s) plus margin, even if a watch went silent over the restart.
+    let settle = Duration::from_secs(150);
+    eventually_within(settle, &format!("{leaves} reaped"), || async {
+        fleet
+            .stamped_for(&client, &leaves)
+            .await
+            .is_empty()
+            .then_some(())
+    })
+    .await;
+    let want = fleet.render(&joins, &[]).len();
+    eventually_within(settle, &format!("{joins} stamped"), || async {
+        (fleet.stamped_for(&client, &joins).await.len() == want).then_some(())
+    })
+    .await;
     let deploys: Api<Deployment> = Api::namespaced(client.clone(), &stays);
     deploys
         .delete("workflow-controller", &DeleteParams::default())

@@ -45,7 +45,7 @@ impl Stores {
         let (ns_store, ns_writer) = reflector::store();
         let mut tasks = vec![spawn_watch(
             Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
-            watcher::Config::default(),
+            watch_config(),
             ns_writer,
             "Namespace",
             Arc::clone(queue),
@@ -59,7 +59,7 @@ impl Stores {
             stamped.push((kind, writer.as_reader()));
             tasks.push(spawn_watch(
                 Api::<StampedMeta>::all_with(client.clone(), &ar),
-                watcher::Config::default().labels(&selector),
+                watch_config().labels(&selector),
                 writer,
                 kind.name(),
                 Arc::clone(queue),
@@ -69,7 +69,7 @@ impl Stores {
         let (workers, workers_writer) = reflector::store();
         tasks.push(spawn_watch(
             Api::<NamespaceWorker>::all(client.clone()),
-            watcher::Config::default().labels(&selector),
+            watch_config().labels(&selector),
             workers_writer,
             "NamespaceWorker",
             Arc::clone(queue),
@@ -155,6 +155,12 @@ impl Stores {
         }
         names
     }
+}
+
+/// Watches end server-side after a minute and are resumed: a watch that went silent (say, opened
+/// against an API server that was just restarting) is replaced within a minute, not five.
+fn watch_config() -> watcher::Config {
+    watcher::Config::default().timeout(60)
 }
 
 fn spawn_watch<K>(
