@@ -80,6 +80,17 @@ impl Window {
             .sum()
     }
 
+    /// Writes by `actor` to `resources` (whole objects or their subresources).
+    pub fn writes_to(&self, actor: Actor, resources: &[&str]) -> u64 {
+        self.writes
+            .iter()
+            .filter(|((a, resource, _), _)| {
+                *a == actor && resources.contains(&resource.split('/').next().unwrap_or(""))
+            })
+            .map(|(_, n)| n)
+            .sum()
+    }
+
     /// "resource verb=n, ..." of every write by `actor`.
     pub fn describe_writes(&self, actor: Actor) -> String {
         let parts: Vec<String> = self

@@ -192,7 +192,15 @@ impl Flotilla {
             std::env::var("BENCH_FLOTILLA_LOG").unwrap_or_else(|_| "info,flotilla=debug".into());
         let started = Instant::now();
         let child = Command::new(env!("CARGO_BIN_EXE_flotilla"))
-            .args(["run", "--config"])
+            // Loopback only, on a free port: never in the way of another flotilla's.
+            .args([
+                "run",
+                "--http-address",
+                "127.0.0.1:0",
+                "--identity",
+                "bench",
+            ])
+            .arg("--config")
             .arg(config)
             .env("KUBECONFIG", &cluster.flotilla_kubeconfig)
             .env("RUST_LOG", rust_log)

@@ -703,7 +703,9 @@ async fn main() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     let window = audit.take();
     let apiserver_writes = metrics::delta(&m1, &m0);
-    let flotilla_writes = window.writes_of(Actor::Flotilla);
+    // The target is about what flotilla stamps (and namespaces); its other writes, such as
+    // renewing its leader Lease, are listed apart.
+    let flotilla_writes = window.writes_to(Actor::Flotilla, &metrics::STAMPED_AND_NAMESPACES);
     let resyncs: Vec<String> = (1..)
         .map(|k| flotilla.started + Duration::from_secs(k * RESYNC_SECONDS))
         .take_while(|t| *t < w1)
@@ -722,7 +724,8 @@ async fn main() {
         verbs: window.verbs_of(Actor::Flotilla),
         notes: vec![
             format!(
-                "writes by flotilla (audit): {flotilla_writes} ({}); API server writes to stamped kinds + namespaces \
+                "writes by flotilla to stamped kinds + namespaces (audit): {flotilla_writes}; all its writes: {}; \
+                 API server writes to stamped kinds + namespaces \
                  (apiserver_request_total): {} ({})",
                 window.describe_writes(Actor::Flotilla),
                 metrics::total(&apiserver_writes),
@@ -1007,7 +1010,7 @@ fn print_results(bench: &Bench, rows: &[Row], summary: &Summary, took: Duration)
             what: "zero writes at steady state".into(),
             pass: steady_writes == 0,
             detail: format!(
-                "flotilla made {steady_writes} writes in {} s (audit log); the API server saw {} writes \
+                "flotilla made {steady_writes} writes to stamped kinds + namespaces in {} s (audit log); the API server saw {} writes \
                  to stamped kinds + namespaces from anyone (metrics: {})",
                 bench.steady_secs,
                 metrics::total(&summary.steady_apiserver),

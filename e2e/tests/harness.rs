@@ -66,11 +66,11 @@ pub fn kubectl(kubeconfig: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// The token the controller-manager's token controller minted for a ServiceAccount of
-/// flotilla's namespace.
-fn service_account_token(admin: &Path, account: &str) -> String {
+/// The token the controller-manager's token controller minted for ServiceAccount
+/// `namespace/account`.
+fn service_account_token(admin: &Path, namespace: &str, account: &str) -> String {
     let deadline = Instant::now() + Duration::from_secs(60);
-    let ns = ["--namespace", FLOTILLA_NAMESPACE];
+    let ns = ["--namespace", namespace];
     loop {
         let get_sa = [
             "get",
@@ -89,16 +89,21 @@ fn service_account_token(admin: &Path, account: &str) -> String {
         }
         assert!(
             Instant::now() < deadline,
-            "no token secret for ServiceAccount {account}"
+            "no token secret for ServiceAccount {namespace}/{account}"
         );
         std::thread::sleep(Duration::from_millis(250));
     }
 }
 
-/// A kubeconfig like the admin's, but authenticating with ServiceAccount `account`'s token.
+/// A kubeconfig like the admin's, but authenticating with the token of ServiceAccount `account`
+/// of flotilla's namespace.
 pub fn kubeconfig_for(account: &str, path: &Path) {
+    write_kubeconfig(FLOTILLA_NAMESPACE, account, path);
+}
+
+fn write_kubeconfig(namespace: &str, account: &str, path: &Path) {
     let admin = &env_admin_kubeconfig();
-    let token = service_account_token(admin, account);
+    let token = service_account_token(admin, namespace, account);
     let mut kubeconfig = Kubeconfig::read_from(admin).unwrap();
     for user in &mut kubeconfig.auth_infos {
         if let Some(auth) = user.auth_info.as_mut() {
@@ -610,42 +615,11 @@ pub fn kubeconfig_token(kubeconfig: &Path) -> String {
 /// must exist) with the token the controller-manager minted for it; written into the test
 /// binary's temporary directory.
 pub fn kubeconfig_for_account(namespace: &str, account: &str) -> PathBuf {
-    let admin = &env().admin_kubeconfig;
-    let ns = ["--namespace", namespace];
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let token = loop {
-        let get_sa = [
-            "get",
-            "serviceaccount",
-            account,
-            "-o",
-            "jsonpath={.secrets[0].name}",
-        ];
-        let secret = kubectl(admin, &[&ns[..], &get_sa].concat());
-        if !secret.is_empty() {
-            let template = "go-template={{.data.token | base64decode}}";
-            break kubectl(
-                admin,
-                &[&ns[..], &["get", "secret", &secret, "-o", template]].concat(),
-            );
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no token secret for {namespace}/{account}"
-        );
-        std::thread::sleep(Duration::from_millis(250));
-    };
-    let mut kubeconfig = Kubeconfig::read_from(admin).unwrap();
-    for user in &mut kubeconfig.auth_infos {
-        if let Some(auth) = user.auth_info.as_mut() {
-            auth.token = Some(token.clone().into());
-        }
-    }
     let path = env()
         ._dir
         .path()
         .join(format!("{namespace}-{account}.kubeconfig"));
-    std::fs::write(&path, serde_json::to_string(&kubeconfig).unwrap()).unwrap();
+    write_kubeconfig(namespace, account, &path);
     path
 }
 
