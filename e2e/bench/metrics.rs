@@ -24,6 +24,18 @@ fn label<'a>(line: &'a str, name: &str) -> Option<&'a str> {
 
 /// Write requests by verb (POST/PUT/PATCH/DELETE); `resources` filters, `None` counts all.
 pub async fn writes(client: &Client, resources: Option<&[&str]>) -> BTreeMap<String, u64> {
+    writes_where(client, |resource| {
+        resources.is_none_or(|resources| resources.contains(&resource))
+    })
+    .await
+}
+
+/// Write requests by verb to every resource but `excluded`.
+pub async fn writes_except(client: &Client, excluded: &[&str]) -> BTreeMap<String, u64> {
+    writes_where(client, |resource| !excluded.contains(&resource)).await
+}
+
+async fn writes_where(client: &Client, counted: impl Fn(&str) -> bool) -> BTreeMap<String, u64> {
     let request = http::Request::get("/metrics").body(Vec::new()).unwrap();
     let text = client.request_text(request).await.unwrap_or_default();
     let mut by_verb = BTreeMap::new();
@@ -34,11 +46,8 @@ pub async fn writes(client: &Client, resources: Option<&[&str]>) -> BTreeMap<Str
         let Some(verb) = label(line, "verb").filter(|v| WRITE_VERBS.contains(v)) else {
             continue;
         };
-        if let Some(resources) = resources {
-            let resource = label(line, "resource").unwrap_or("");
-            if !resources.contains(&resource) {
-                continue;
-            }
+        if !counted(label(line, "resource").unwrap_or("")) {
+            continue;
         }
         let n = line
             .rsplit(' ')
