@@ -46,8 +46,8 @@ pub struct Metrics {
 
 impl Default for Metrics {
     fn default() -> Self {
-        let mut registry = Registry::with_prefix("flotilla");
-        let metrics = Metrics {
+        let mut metrics = Metrics {
+            registry: Registry::with_prefix("flotilla"),
             reconciles: Family::default(),
             reconcile_duration: Histogram::new(exponential_buckets(0.005, 2.0, 14)),
             managed_namespaces: Gauge::default(),
@@ -55,42 +55,38 @@ impl Default for Metrics {
             api_errors: Family::default(),
             is_leader: Gauge::default(),
             ready: AtomicBool::new(false),
-            registry: Registry::default(),
         };
-        registry.register(
+        metrics.registry.register(
             "reconciles",
             "Namespace reconciles by result",
             metrics.reconciles.clone(),
         );
-        registry.register(
+        metrics.registry.register(
             "reconcile_duration_seconds",
             "Time to reconcile one namespace",
             metrics.reconcile_duration.clone(),
         );
-        registry.register(
+        metrics.registry.register(
             "managed_namespaces",
             "Opted-in namespaces with a NamespaceWorker",
             metrics.managed_namespaces.clone(),
         );
-        registry.register(
+        metrics.registry.register(
             "objects",
             "Writes to stamped objects by action",
             metrics.objects.clone(),
         );
-        registry.register(
+        metrics.registry.register(
             "api_errors",
             "Failed API requests by status code",
             metrics.api_errors.clone(),
         );
-        registry.register(
+        metrics.registry.register(
             "is_leader",
             "1 while this replica holds the leader lease",
             metrics.is_leader.clone(),
         );
-        Metrics {
-            registry,
-            ..metrics
-        }
+        metrics
     }
 }
 
