@@ -4,17 +4,43 @@
 use crate::kinds::Kind;
 use crate::object::{ObjectKey, Stamped};
 use crate::ownership;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, Preconditions};
+use kube::api::{
+    Api, DeleteParams, DynamicObject, GetParams, ListParams, Patch, PatchParams, Preconditions,
+};
 use kube::{Client, ResourceExt};
 
 fn api(client: &Client, key: &ObjectKey) -> Api<DynamicObject> {
     Api::namespaced_with(client.clone(), &key.namespace, &key.kind.api_resource())
 }
 
+/// How fresh a read must be.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Read {
+    /// What is stored right now (a quorum read from etcd): for a user's question.
+    Latest,
+    /// From the API server's watch cache, at least as new as anything its watches delivered:
+    /// for the operator, whose view comes from those watches anyway. Much cheaper for the server.
+    WatchCache,
+}
+
 /// The live object, if any.
-pub async fn get(client: &Client, key: &ObjectKey) -> kube::Result<Option<serde_json::Value>> {
-    let live = api(client, key).get_opt(&key.name).await?;
-    Ok(live.and_then(|obj| serde_json::to_value(obj).ok()))
+pub async fn get(
+    client: &Client,
+    key: &ObjectKey,
+    read: Read,
+) -> kube::Result<Option<serde_json::Value>> {
+    let params = match read {
+        Read::Latest => GetParams::default(),
+        Read::WatchCache => GetParams::any(),
+    };
+    let live = match api(client, key).get_with(&key.name, &params).await {
+        Ok(obj) => obj,
+        Err(kube::Error::Api(status)) if status.is_not_found() => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    serde_json::to_value(live)
+        .map(Some)
+        .map_err(kube::Error::SerdeError)
 }
 
 /// How an apply is sent.

@@ -97,7 +97,7 @@ async fn diff_namespace(
     };
     let mut changed = false;
     for object in &desired {
-        let live = cluster::get(client, &object.key)
+        let live = cluster::get(client, &object.key, cluster::Read::Latest)
             .await
             .map_err(api_error(format!("reading {}", object.key)))?;
         match plan::decide(object, live.as_ref(), &config.instance) {

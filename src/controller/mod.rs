@@ -1,6 +1,7 @@
 //! The operator loop: watches feed a work queue of namespace names; workers reconcile them.
 
 mod events;
+mod index;
 mod queue;
 mod reconcile;
 mod run;
@@ -58,9 +59,14 @@ fn health_fields(deployment: &serde_json::Value) -> serde_json::Value {
 }
 
 impl Context {
-    /// `Some(live workload or None)` if the object is known to be in sync, without a request.
-    fn verified_workload(&self, object: &Stamped) -> Option<Option<Arc<serde_json::Value>>> {
-        let rv = self.stores.resource_version(&object.key)?;
+    /// `Some(live workload or None)` if the object is known to be in sync, without a request:
+    /// the watch still shows the version that was verified.
+    fn verified_workload(
+        &self,
+        object: &Stamped,
+        watched_version: Option<&str>,
+    ) -> Option<Option<Arc<serde_json::Value>>> {
+        let rv = watched_version?;
         let verified = lock(&self.verified);
         let entry = verified.get(&object.key)?;
         (entry.resource_version == rv && entry.hash == object.hash).then(|| entry.workload.clone())

@@ -2,19 +2,82 @@
 //! once, is handed to one worker at a time, and a key added while it is being worked on is
 //! worked on again afterwards. Events for one namespace therefore coalesce instead of piling
 //! up, and no namespace is ever reconciled by two workers at once.
+//!
+//! Two lanes: keys from watch events and retries go ahead of the periodic full resync, so an
+//! opt-in is not stuck behind thousands of namespaces that are merely being looked at again.
+//! The resync lane still gets every [`RESYNC_SHARE`]th turn, so it cannot starve.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::Notify;
 
+/// One in this many keys handed out comes from the resync lane while both have work.
+const RESYNC_SHARE: u32 = 8;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Lane {
+    Event,
+    Resync,
+}
+
 #[derive(Default)]
 struct State {
-    queue: VecDeque<String>,
-    queued: HashSet<String>,
+    events: VecDeque<String>,
+    /// May hold keys since promoted to the event lane; those are skipped.
+    resyncs: VecDeque<String>,
+    queued: HashMap<String, Lane>,
     active: HashSet<String>,
-    /// Added while active: re-queued when the worker is done.
-    dirty: HashSet<String>,
+    /// Added while active: re-queued in this lane when the worker is done.
+    dirty: HashMap<String, Lane>,
+    handed_out: u32,
+}
+
+impl State {
+    fn add(&mut self, key: &str, lane: Lane) -> bool {
+        if self.active.contains(key) {
+            let dirty = self.dirty.entry(key.to_string()).or_insert(lane);
+            if lane == Lane::Event {
+                *dirty = Lane::Event;
+            }
+            return false;
+        }
+        match self.queued.get(key) {
+            // Already waiting, in this lane or ahead of it.
+            Some(queued) if *queued == lane || lane == Lane::Resync => return false,
+            // Waiting for a resync, now something happened: it moves up to the event lane.
+            _ => {}
+        }
+        self.queued.insert(key.to_string(), lane);
+        match lane {
+            Lane::Event => self.events.push_back(key.to_string()),
+            Lane::Resync => self.resyncs.push_back(key.to_string()),
+        }
+        true
+    }
+
+    fn pop(&mut self) -> Option<String> {
+        loop {
+            let resync_turn = self.handed_out % RESYNC_SHARE == RESYNC_SHARE - 1;
+            let from_resyncs = self.events.is_empty() || (resync_turn && !self.resyncs.is_empty());
+            let (key, lane) = if from_resyncs {
+                (self.resyncs.pop_front()?, Lane::Resync)
+            } else {
+                (self.events.pop_front()?, Lane::Event)
+            };
+            // A resync entry whose key was promoted is a leftover; the event entry counts.
+            if self.queued.get(&key) == Some(&lane) {
+                self.queued.remove(&key);
+                self.active.insert(key.clone());
+                self.handed_out = self.handed_out.wrapping_add(1);
+                return Some(key);
+            }
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.queued.is_empty()
+    }
 }
 
 #[derive(Default)]
@@ -29,14 +92,20 @@ impl WorkQueue {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub fn add(&self, key: &str) {
-        let mut state = self.lock();
-        if state.active.contains(key) {
-            state.dirty.insert(key.to_string());
-        } else if state.queued.insert(key.to_string()) {
-            state.queue.push_back(key.to_string());
+    fn add_to(&self, key: &str, lane: Lane) {
+        if self.lock().add(key, lane) {
             self.ready.notify_one();
         }
+    }
+
+    /// Queues `key` for something that happened to it.
+    pub fn add(&self, key: &str) {
+        self.add_to(key, Lane::Event);
+    }
+
+    /// Queues `key` to be looked at again, behind everything that happened.
+    pub fn add_resync(&self, key: &str) {
+        self.add_to(key, Lane::Resync);
     }
 
     /// Adds `key` after `delay`, for retries with backoff.
@@ -54,10 +123,8 @@ impl WorkQueue {
             let notified = self.ready.notified();
             {
                 let mut state = self.lock();
-                if let Some(key) = state.queue.pop_front() {
-                    state.queued.remove(&key);
-                    state.active.insert(key.clone());
-                    if !state.queue.is_empty() {
+                if let Some(key) = state.pop() {
+                    if !state.is_empty() {
                         // Wake another worker for the rest.
                         self.ready.notify_one();
                     }
@@ -74,15 +141,15 @@ impl WorkQueue {
             state.active.remove(key);
             state.dirty.remove(key)
         };
-        if requeue {
-            self.add(key);
+        if let Some(lane) = requeue {
+            self.add_to(key, lane);
         }
     }
 
     /// Nothing queued and nothing being worked on.
     pub fn is_idle(&self) -> bool {
         let state = self.lock();
-        state.queue.is_empty() && state.active.is_empty()
+        state.is_empty() && state.active.is_empty()
     }
 }
 
@@ -123,6 +190,59 @@ mod tests {
         assert_eq!(q.next().await, "a");
         q.done("a");
         assert!(q.is_idle());
+    }
+
+    #[tokio::test]
+    async fn events_go_ahead_of_resyncs_and_promote_them() {
+        let q = WorkQueue::default();
+        for key in ["r1", "r2", "r3"] {
+            q.add_resync(key);
+        }
+        q.add("e1");
+        // r2 had an event: it leaves the resync lane for the event lane.
+        q.add("r2");
+        // Already waiting for an event: a resync does not demote it.
+        q.add_resync("e1");
+        let mut order = Vec::new();
+        while !q.lock().is_empty() {
+            let key = q.next().await;
+            q.done(&key);
+            order.push(key);
+        }
+        assert_eq!(order, ["e1", "r2", "r1", "r3"]);
+        assert!(q.is_idle());
+    }
+
+    #[tokio::test]
+    async fn resyncs_get_a_share_while_events_keep_coming() {
+        let q = WorkQueue::default();
+        q.add_resync("resync");
+        for i in 0..20 {
+            q.add(&format!("event-{i}"));
+        }
+        let mut position = None;
+        for n in 1..=21 {
+            let key = q.next().await;
+            q.done(&key);
+            if key == "resync" {
+                position = Some(n);
+            }
+        }
+        assert_eq!(position, Some(RESYNC_SHARE as usize));
+    }
+
+    #[tokio::test]
+    async fn a_key_active_during_an_event_runs_again_in_the_event_lane() {
+        let q = WorkQueue::default();
+        q.add_resync("a");
+        let key = q.next().await;
+        q.add_resync("a");
+        q.add("a");
+        for i in 0..3 {
+            q.add_resync(&format!("r{i}"));
+        }
+        q.done(&key);
+        assert_eq!(q.next().await, "a");
     }
 
     #[tokio::test]

@@ -4,7 +4,7 @@
 
 use super::Context;
 use super::events::Reason;
-use super::watches::Observed;
+use super::index::Observed;
 use super::worker;
 use crate::cluster as api;
 use crate::kinds::Kind;
@@ -113,7 +113,11 @@ pub async fn reconcile(ctx: &Context, name: &str) -> Result<Outcome, Error> {
     let rendered = ctx.renderer.render(&input);
     if let Ok(desired) = &rendered {
         for object in desired {
-            match sync(ctx, object).await {
+            let watched = observed
+                .iter()
+                .find(|o| o.key == object.key)
+                .and_then(|o| o.resource_version.as_deref());
+            match sync(ctx, object, watched).await {
                 Ok((synced, live)) => {
                     if object.key.kind == Kind::Deployment && workload.is_none() {
                         workload = live;
@@ -249,11 +253,15 @@ impl Synced {
 }
 
 /// Brings one object in line; returns what it did and, for workloads, the live object.
-async fn sync(ctx: &Context, object: &Stamped) -> Result<(Synced, Option<Arc<Value>>), Error> {
-    if let Some(workload) = ctx.verified_workload(object) {
+async fn sync(
+    ctx: &Context,
+    object: &Stamped,
+    watched_version: Option<&str>,
+) -> Result<(Synced, Option<Arc<Value>>), Error> {
+    if let Some(workload) = ctx.verified_workload(object, watched_version) {
         return Ok((Synced::InSync, workload));
     }
-    let live = api::get(&ctx.client, &object.key)
+    let live = api::get(&ctx.client, &object.key, api::Read::WatchCache)
         .await
         .map_err(Error::on("get", &object.key))?;
     let synced = match plan::decide(object, live.as_ref(), &ctx.config.instance) {

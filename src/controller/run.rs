@@ -114,7 +114,7 @@ async fn on_leadership(
         ctx.metrics.is_leader.set(1);
         tracing::info!("leading: reconciling every namespace");
         for name in ctx.stores.all_namespaces() {
-            queue.add(&name);
+            queue.add_resync(&name);
         }
         if leader.wait_for(|leads| !*leads).await.is_err() {
             return;
@@ -212,7 +212,7 @@ async fn resync_every(period: Duration, ctx: Arc<Context>, queue: Arc<WorkQueue>
     loop {
         tick.tick().await;
         for name in ctx.stores.all_namespaces() {
-            queue.add(&name);
+            queue.add_resync(&name);
         }
     }
 }

@@ -1,37 +1,48 @@
 //! The watches: one on all Namespaces (a label-filtered one would never see an opt-out), one
-//! shared, label-filtered, metadata-only watch per stamped kind, and one on this instance's
-//! NamespaceWorkers. Each feeds an in-memory store
-//! and turns every change into the name of the namespace to reconcile.
+//! shared, label-filtered watch per stamped kind, and one on this instance's NamespaceWorkers.
+//! Namespaces and stamped objects are watched as metadata only: nothing else of them is read.
+//! Each feeds an in-memory view and turns every change into the name of the namespace to
+//! reconcile.
 
+use super::index::{KindIndex, Observed};
 use super::queue::WorkQueue;
 use crate::kinds::Kind;
-use crate::object::ObjectKey;
 use crate::ownership;
 use crate::status::NamespaceWorker;
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DynamicObject, PartialObjectMeta};
+use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource, ResourceExt};
 use std::collections::BTreeSet;
 use std::fmt::Debug;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-pub type StampedMeta = PartialObjectMeta<DynamicObject>;
+/// `Api<PartialObjectMeta<_>>` makes metadata-only requests.
+type StampedMeta = PartialObjectMeta<DynamicObject>;
 
-/// A stamped object as the watch sees it.
-#[derive(Debug, Clone)]
-pub struct Observed {
-    pub key: ObjectKey,
-    pub uid: Option<String>,
+/// One stamped kind's index, shared between its watch (the only writer) and the workers.
+#[derive(Clone)]
+struct SharedIndex {
+    index: Arc<RwLock<KindIndex>>,
+    ready: watch::Receiver<bool>,
+}
+
+impl SharedIndex {
+    fn read(&self) -> RwLockReadGuard<'_, KindIndex> {
+        // A poisoned lock only means a panic mid-update of plain maps; they are still usable.
+        self.index.read().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 #[derive(Clone)]
 pub struct Stores {
     namespaces: Store<PartialObjectMeta<Namespace>>,
-    stamped: Vec<(Kind, Store<StampedMeta>)>,
+    stamped: Vec<SharedIndex>,
     workers: Store<NamespaceWorker>,
 }
 
@@ -43,9 +54,11 @@ impl Stores {
         queue: &Arc<WorkQueue>,
     ) -> (Stores, Vec<JoinHandle<()>>) {
         let (ns_store, ns_writer) = reflector::store();
-        let mut tasks = vec![spawn_watch(
-            Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
-            watch_config(),
+        let mut tasks = vec![spawn_reflected(
+            watcher::watcher(
+                Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
+                watch_config(),
+            ),
             ns_writer,
             "Namespace",
             Arc::clone(queue),
@@ -54,22 +67,18 @@ impl Stores {
         let selector = ownership::watch_selector(instance);
         let mut stamped = Vec::new();
         for kind in Kind::ALL {
-            let ar = kind.api_resource();
-            let writer = reflector::store::Writer::new(ar.clone());
-            stamped.push((kind, writer.as_reader()));
-            tasks.push(spawn_watch(
-                Api::<StampedMeta>::all_with(client.clone(), &ar),
-                watch_config().labels(&selector),
-                writer,
-                kind.name(),
-                Arc::clone(queue),
-                |obj| obj.labels().get(ownership::FOR_NAMESPACE).cloned(),
-            ));
+            let api = Api::<StampedMeta>::all_with(client.clone(), &kind.api_resource());
+            let events = watcher::watcher(api, watch_config().labels(&selector));
+            let (shared, task) = spawn_indexed(kind, events, Arc::clone(queue));
+            stamped.push(shared);
+            tasks.push(task);
         }
         let (workers, workers_writer) = reflector::store();
-        tasks.push(spawn_watch(
-            Api::<NamespaceWorker>::all(client.clone()),
-            watch_config().labels(&selector),
+        tasks.push(spawn_reflected(
+            watcher::watcher(
+                Api::<NamespaceWorker>::all(client.clone()),
+                watch_config().labels(&selector),
+            ),
             workers_writer,
             "NamespaceWorker",
             Arc::clone(queue),
@@ -86,8 +95,8 @@ impl Stores {
     pub async fn wait_until_ready(&self) {
         // Only fails if the writer is dropped, i.e. the process is shutting down.
         let _ = self.namespaces.wait_until_ready().await;
-        for (_, store) in &self.stamped {
-            let _ = store.wait_until_ready().await;
+        for shared in &self.stamped {
+            let _ = shared.ready.clone().wait_for(|ready| *ready).await;
         }
         let _ = self.workers.wait_until_ready().await;
     }
@@ -107,32 +116,13 @@ impl Stores {
 
     /// Everything this instance stamped for `namespace`, wherever it lives.
     pub fn stamped_for(&self, namespace: &str) -> Vec<Observed> {
-        let mut observed = Vec::new();
-        for (kind, store) in &self.stamped {
-            let mine = store.state_filter(|obj: &StampedMeta| {
-                obj.labels()
-                    .get(ownership::FOR_NAMESPACE)
-                    .map(String::as_str)
-                    == Some(namespace)
-            });
-            observed.extend(mine.into_iter().map(|obj| Observed {
-                key: ObjectKey {
-                    kind: *kind,
-                    namespace: obj.namespace().unwrap_or_default(),
-                    name: obj.name_any(),
-                },
-                uid: obj.uid(),
-            }));
-        }
-        observed
-    }
-
-    /// The resourceVersion the watch last saw for a stamped object.
-    pub fn resource_version(&self, key: &ObjectKey) -> Option<String> {
-        let (_, store) = self.stamped.iter().find(|(kind, _)| *kind == key.kind)?;
-        let obj_ref =
-            ObjectRef::new_with(&key.name, key.kind.api_resource()).within(&key.namespace);
-        store.get(&obj_ref)?.resource_version()
+        self.stamped
+            .iter()
+            .flat_map(|shared| {
+                let index = shared.read();
+                index.stamped_for(namespace).cloned().collect::<Vec<_>>()
+            })
+            .collect()
     }
 
     /// Every namespace that exists or that something was stamped for: a full resync key set.
@@ -145,13 +135,8 @@ impl Stores {
             .iter()
             .map(|ns| ns.name_any())
             .collect();
-        for (_, store) in &self.stamped {
-            names.extend(
-                store
-                    .state()
-                    .iter()
-                    .filter_map(|obj| obj.labels().get(ownership::FOR_NAMESPACE).cloned()),
-            );
+        for shared in &self.stamped {
+            names.extend(shared.read().namespaces().cloned());
         }
         names
     }
@@ -163,21 +148,22 @@ fn watch_config() -> watcher::Config {
     watcher::Config::default().timeout(60)
 }
 
-fn spawn_watch<K>(
-    api: Api<K>,
-    config: watcher::Config,
+/// A watch into a reflector store: for the objects whose content is read (Namespaces' labels,
+/// NamespaceWorkers' status).
+fn spawn_reflected<K>(
+    events: impl Stream<Item = watcher::Result<Event<K>>> + Send + 'static,
     writer: reflector::store::Writer<K>,
     kind: &'static str,
     queue: Arc<WorkQueue>,
     key_of: fn(&K) -> Option<String>,
 ) -> JoinHandle<()>
 where
-    K: Resource + Clone + serde::de::DeserializeOwned + Debug + Send + Sync + 'static,
+    K: Resource + Clone + Debug + Send + Sync + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
 {
     tokio::spawn(async move {
         let mut events = std::pin::pin!(
-            watcher(api, config)
+            events
                 .default_backoff()
                 // managedFields are most of an object's metadata and nothing here reads them.
                 .modify(|obj| obj.managed_fields_mut().clear())
@@ -196,4 +182,51 @@ where
             }
         }
     })
+}
+
+/// A stamped kind's watch into its index; every namespace whose objects changed is queued.
+fn spawn_indexed(
+    kind: Kind,
+    events: impl Stream<Item = watcher::Result<Event<StampedMeta>>> + Send + 'static,
+    queue: Arc<WorkQueue>,
+) -> (SharedIndex, JoinHandle<()>) {
+    let index = Arc::new(RwLock::new(KindIndex::new(kind)));
+    let (ready_tx, ready) = watch::channel(false);
+    let shared = SharedIndex {
+        index: Arc::clone(&index),
+        ready,
+    };
+    let task = tokio::spawn(async move {
+        let write = || -> RwLockWriteGuard<'_, KindIndex> {
+            index.write().unwrap_or_else(|p| p.into_inner())
+        };
+        let mut events = std::pin::pin!(events.default_backoff());
+        while let Some(event) = events.next().await {
+            let touched = match event {
+                Ok(Event::Apply(obj)) => write().apply(&obj.metadata),
+                Ok(Event::Delete(obj)) => write().delete(&obj.metadata),
+                Ok(Event::Init) => {
+                    write().relist_started();
+                    Vec::new()
+                }
+                Ok(Event::InitApply(obj)) => {
+                    write().relisted(&obj.metadata);
+                    Vec::new()
+                }
+                Ok(Event::InitDone) => {
+                    let touched = write().relist_done();
+                    ready_tx.send_replace(true);
+                    touched
+                }
+                Err(e) => {
+                    tracing::warn!(kind = kind.name(), error = %e, "watch error; retrying");
+                    Vec::new()
+                }
+            };
+            for namespace in touched {
+                queue.add(&namespace);
+            }
+        }
+    });
+    (shared, task)
 }

@@ -1,0 +1,267 @@
+//! What the watches know of stamped objects, indexed by the namespace each was stamped for, so a
+//! reconcile finds its objects in time proportional to their number, not to the fleet's.
+//! Fed by one kind's watch events; pure bookkeeping, no I/O.
+
+use crate::kinds::Kind;
+use crate::object::ObjectKey;
+use crate::ownership;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use std::collections::{BTreeSet, HashMap};
+
+/// A stamped object as the watch last saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Observed {
+    pub key: ObjectKey,
+    pub uid: Option<String>,
+    pub resource_version: Option<String>,
+    /// The namespace it was stamped for (its `flotilla.dev/namespace` label).
+    pub stamped_for: String,
+}
+
+impl Observed {
+    /// `None` for an object without the label naming its namespace: nobody's, so never touched.
+    fn from_meta(kind: Kind, meta: &ObjectMeta) -> Option<Observed> {
+        let stamped_for = meta.labels.as_ref()?.get(ownership::FOR_NAMESPACE)?.clone();
+        Some(Observed {
+            key: ObjectKey {
+                kind,
+                namespace: meta.namespace.clone().unwrap_or_default(),
+                name: meta.name.clone()?,
+            },
+            uid: meta.uid.clone(),
+            resource_version: meta.resource_version.clone(),
+            stamped_for,
+        })
+    }
+}
+
+/// One kind's stamped objects. Each change returns the namespaces whose objects it changed.
+#[derive(Debug)]
+pub struct KindIndex {
+    kind: Kind,
+    objects: HashMap<ObjectKey, Observed>,
+    by_namespace: HashMap<String, BTreeSet<ObjectKey>>,
+    /// Objects listed since the watch (re)started; replace `objects` once the list is complete.
+    relist: Option<HashMap<ObjectKey, Observed>>,
+    /// Has seen one complete list.
+    listed: bool,
+}
+
+impl KindIndex {
+    pub fn new(kind: Kind) -> KindIndex {
+        KindIndex {
+            kind,
+            objects: HashMap::new(),
+            by_namespace: HashMap::new(),
+            relist: None,
+            listed: false,
+        }
+    }
+
+    pub fn apply(&mut self, meta: &ObjectMeta) -> Vec<String> {
+        let Some(observed) = Observed::from_meta(self.kind, meta) else {
+            // It lost its label: whatever it was stamped for must look again.
+            return self.delete(meta);
+        };
+        let mut touched = vec![observed.stamped_for.clone()];
+        touched.extend(self.insert(observed));
+        touched
+    }
+
+    pub fn delete(&mut self, meta: &ObjectMeta) -> Vec<String> {
+        let key = ObjectKey {
+            kind: self.kind,
+            namespace: meta.namespace.clone().unwrap_or_default(),
+            name: meta.name.clone().unwrap_or_default(),
+        };
+        self.remove(&key).into_iter().collect()
+    }
+
+    pub fn relist_started(&mut self) {
+        self.relist = Some(HashMap::new());
+    }
+
+    pub fn relisted(&mut self, meta: &ObjectMeta) {
+        if let (Some(relist), Some(observed)) =
+            (self.relist.as_mut(), Observed::from_meta(self.kind, meta))
+        {
+            relist.insert(observed.key.clone(), observed);
+        }
+    }
+
+    /// Swaps in the complete list. Returns the namespaces whose objects differ from before: what
+    /// changed while the watch was down. The first list returns none (everything is new and the
+    /// operator looks at every namespace on start anyway).
+    pub fn relist_done(&mut self) -> Vec<String> {
+        let listed = self.relist.take().unwrap_or_default();
+        let first = !self.listed;
+        self.listed = true;
+        let mut touched = BTreeSet::new();
+        let gone: Vec<ObjectKey> = self
+            .objects
+            .keys()
+            .filter(|key| !listed.contains_key(*key))
+            .cloned()
+            .collect();
+        for key in gone {
+            touched.extend(self.remove(&key));
+        }
+        for (key, observed) in listed {
+            if self.objects.get(&key) != Some(&observed) {
+                touched.insert(observed.stamped_for.clone());
+                touched.extend(self.insert(observed));
+            }
+        }
+        if first {
+            return Vec::new();
+        }
+        touched.into_iter().collect()
+    }
+
+    /// This kind's objects stamped for `namespace`.
+    pub fn stamped_for(&self, namespace: &str) -> impl Iterator<Item = &Observed> {
+        self.by_namespace
+            .get(namespace)
+            .into_iter()
+            .flatten()
+            .filter_map(|key| self.objects.get(key))
+    }
+
+    /// Every namespace something of this kind was stamped for.
+    pub fn namespaces(&self) -> impl Iterator<Item = &String> {
+        self.by_namespace.keys()
+    }
+
+    /// Inserts or replaces; returns the namespace the object was stamped for before, if that
+    /// differs (someone relabelled it).
+    fn insert(&mut self, observed: Observed) -> Option<String> {
+        let previous = self.remove(&observed.key);
+        self.by_namespace
+            .entry(observed.stamped_for.clone())
+            .or_default()
+            .insert(observed.key.clone());
+        let moved = previous.filter(|ns| *ns != observed.stamped_for);
+        self.objects.insert(observed.key.clone(), observed);
+        moved
+    }
+
+    /// Removes; returns the namespace it was stamped for.
+    fn remove(&mut self, key: &ObjectKey) -> Option<String> {
+        let observed = self.objects.remove(key)?;
+        if let Some(keys) = self.by_namespace.get_mut(&observed.stamped_for) {
+            keys.remove(key);
+            if keys.is_empty() {
+                self.by_namespace.remove(&observed.stamped_for);
+            }
+        }
+        Some(observed.stamped_for)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn meta(namespace: &str, name: &str, stamped_for: Option<&str>, rv: &str) -> ObjectMeta {
+        ObjectMeta {
+            namespace: Some(namespace.into()),
+            name: Some(name.into()),
+            uid: Some(format!("uid-{namespace}-{name}")),
+            resource_version: Some(rv.into()),
+            labels: stamped_for
+                .map(|ns| BTreeMap::from([(ownership::FOR_NAMESPACE.to_string(), ns.to_string())])),
+            ..ObjectMeta::default()
+        }
+    }
+
+    fn names(index: &KindIndex, namespace: &str) -> Vec<String> {
+        index
+            .stamped_for(namespace)
+            .map(|o| format!("{}/{}", o.key.namespace, o.key.name))
+            .collect()
+    }
+
+    fn ready() -> KindIndex {
+        let mut index = KindIndex::new(Kind::ConfigMap);
+        index.relist_started();
+        assert!(index.relist_done().is_empty());
+        index
+    }
+
+    #[test]
+    fn finds_objects_by_the_namespace_they_were_stamped_for() {
+        let mut index = ready();
+        assert_eq!(index.apply(&meta("a", "cm", Some("a"), "1")), ["a"]);
+        // Stamped for `a`, placed in flotilla's own namespace.
+        assert_eq!(
+            index.apply(&meta("flotilla-system", "a-cm", Some("a"), "2")),
+            ["a"]
+        );
+        index.apply(&meta("b", "cm", Some("b"), "3"));
+        assert_eq!(names(&index, "a"), ["a/cm", "flotilla-system/a-cm"]);
+        assert_eq!(names(&index, "b"), ["b/cm"]);
+        assert!(names(&index, "c").is_empty());
+        let mut all: Vec<&String> = index.namespaces().collect();
+        all.sort();
+        assert_eq!(all, ["a", "b"]);
+    }
+
+    #[test]
+    fn an_update_replaces_and_a_delete_removes() {
+        let mut index = ready();
+        index.apply(&meta("a", "cm", Some("a"), "1"));
+        index.apply(&meta("a", "cm", Some("a"), "5"));
+        let seen: Vec<_> = index.stamped_for("a").collect();
+        assert_eq!(seen.len(), 1);
+        assert_eq!(seen[0].resource_version.as_deref(), Some("5"));
+        assert_eq!(index.delete(&meta("a", "cm", Some("a"), "6")), ["a"]);
+        assert!(names(&index, "a").is_empty());
+        assert_eq!(index.namespaces().count(), 0);
+        // Deleting what is not there touches nothing.
+        assert!(index.delete(&meta("a", "cm", Some("a"), "7")).is_empty());
+    }
+
+    #[test]
+    fn a_relabelled_object_moves_and_both_namespaces_are_touched() {
+        let mut index = ready();
+        index.apply(&meta("shared", "cm", Some("a"), "1"));
+        assert_eq!(
+            index.apply(&meta("shared", "cm", Some("b"), "2")),
+            ["b", "a"]
+        );
+        assert!(names(&index, "a").is_empty());
+        assert_eq!(names(&index, "b"), ["shared/cm"]);
+        // Losing the label entirely removes it from the index.
+        assert_eq!(index.apply(&meta("shared", "cm", None, "3")), ["b"]);
+        assert!(names(&index, "b").is_empty());
+    }
+
+    #[test]
+    fn a_relist_reports_only_what_changed_while_the_watch_was_down() {
+        let mut index = ready();
+        index.apply(&meta("a", "cm", Some("a"), "1"));
+        index.apply(&meta("b", "cm", Some("b"), "1"));
+        index.apply(&meta("c", "cm", Some("c"), "1"));
+        index.relist_started();
+        index.relisted(&meta("a", "cm", Some("a"), "1"));
+        index.relisted(&meta("b", "cm", Some("b"), "9"));
+        index.relisted(&meta("d", "cm", Some("d"), "9"));
+        // Until the list is complete the old view still answers.
+        assert_eq!(names(&index, "c"), ["c/cm"]);
+        assert_eq!(index.relist_done(), ["b", "c", "d"]);
+        assert!(names(&index, "c").is_empty());
+        assert_eq!(names(&index, "d"), ["d/cm"]);
+        assert_eq!(names(&index, "a"), ["a/cm"]);
+    }
+
+    #[test]
+    fn the_first_list_fills_the_index_without_touching() {
+        let mut index = KindIndex::new(Kind::ConfigMap);
+        index.relist_started();
+        index.relisted(&meta("a", "cm", Some("a"), "1"));
+        index.relisted(&meta("a", "unlabelled", None, "1"));
+        assert!(index.relist_done().is_empty());
+        assert_eq!(names(&index, "a"), ["a/cm"]);
+    }
+}
