@@ -31,6 +31,10 @@ struct ConfigFile {
     field_manager: String,
     #[serde(default = "defaults::concurrency")]
     concurrency: u16,
+    #[serde(default = "defaults::api_qps")]
+    api_qps: u32,
+    #[serde(default = "defaults::api_burst")]
+    api_burst: u32,
     #[serde(default = "defaults::resync_seconds")]
     resync_seconds: u64,
     #[serde(default = "defaults::degraded_after_seconds")]
@@ -84,6 +88,12 @@ mod defaults {
     pub fn concurrency() -> u16 {
         16
     }
+    pub fn api_qps() -> u32 {
+        1000
+    }
+    pub fn api_burst() -> u32 {
+        2000
+    }
     pub fn resync_seconds() -> u64 {
         600
     }
@@ -113,6 +123,10 @@ pub struct Config {
     pub field_manager: String,
     /// How many namespaces are reconciled at once.
     pub concurrency: u16,
+    /// Client-side rate limit on API requests: on average at most `api_qps` per second, with
+    /// bursts of up to `api_burst`.
+    pub api_qps: u32,
+    pub api_burst: u32,
     /// Every namespace is re-checked this often, so drift the watches missed is still repaired.
     pub resync_seconds: u64,
     /// A worker whose Deployment stays unavailable this long is Degraded.
@@ -160,6 +174,12 @@ impl Config {
         if file.concurrency == 0 {
             return Err("concurrency: must be at least 1".into());
         }
+        if file.api_qps == 0 {
+            return Err("apiQps: must be at least 1".into());
+        }
+        if file.api_burst == 0 {
+            return Err("apiBurst: must be at least 1".into());
+        }
         if file.leader_election.lease_duration_seconds < 3 {
             return Err("leaderElection.leaseDurationSeconds: must be at least 3".into());
         }
@@ -186,6 +206,8 @@ impl Config {
             instance: file.instance,
             field_manager: file.field_manager,
             concurrency: file.concurrency,
+            api_qps: file.api_qps,
+            api_burst: file.api_burst,
             resync_seconds: file.resync_seconds,
             degraded_after_seconds: file.degraded_after_seconds,
             values: file.values,
@@ -326,6 +348,7 @@ mod tests {
         assert_eq!(config.namespace, "flotilla-system");
         assert_eq!(config.instance, "flotilla");
         assert_eq!(config.concurrency, 16);
+        assert_eq!((config.api_qps, config.api_burst), (1000, 2000));
         assert!(config.templates_dir.ends_with("templates"));
     }
 
@@ -344,6 +367,8 @@ mod tests {
             ("selector: 'a in (b'\n", "selector"),
             ("namespace: Bad_NS\n", "namespace"),
             ("concurrency: 0\n", "concurrency"),
+            ("apiQps: 0\n", "apiQps"),
+            ("apiBurst: -1\n", "apiBurst"),
             ("templates: nowhere\n", "templates"),
             ("instance: 'a b'\n", "instance"),
             ("overrides:\n  image: {type: string}\n", "no values.image"),

@@ -3,6 +3,7 @@
 //!
 //! Data flows one way: Namespace event -> render (pure) -> plan (pure) -> apply/prune.
 
+pub mod client;
 pub mod cluster;
 pub mod config;
 pub mod controller;

@@ -1,9 +1,11 @@
 //! Never lose or leak a namespace: flotilla killed mid-rollout, namespaces deleted or unlabelled
-//! while it was down, the API server or etcd restarted under it, and two replicas with a leader.
+//! while it was down, the API server or etcd restarted under it, and two replicas with a leader;
+//! and the client-side rate limit that keeps flotilla from flooding the API server.
 
 use crate::harness::*;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -339,4 +341,75 @@ async fn two_replicas_one_writes_and_the_standby_takes_over() {
         lease.parse::<i32>().unwrap_or(0) >= 3,
         "three leaders in turn: {lease}"
     );
+}
+
+/// When the audit log says a request arrived.
+fn received(entry: &serde_json::Value) -> Option<Timestamp> {
+    entry["requestReceivedTimestamp"].as_str()?.parse().ok()
+}
+
+#[tokio::test]
+async fn the_client_side_rate_limit_holds_and_requests_wait_rather_than_fail() {
+    const QPS: i64 = 10;
+    let client = admin().await;
+    let mut fleet = Fleet::new("throttle");
+    fleet.settings.insert("apiQps".into(), QPS.into());
+    fleet.settings.insert("apiBurst".into(), QPS.into());
+    let names: Vec<String> = (0..4).map(|i| format!("throttle-{i}")).collect();
+    for name in &names {
+        fleet.namespace(&client, name, true).await;
+    }
+    let since = Timestamp::now();
+    let flotilla = fleet.start();
+    for name in &names {
+        fleet.wait_stamped(&client, name).await;
+    }
+    flotilla.wait_log("initial sync complete").await;
+    let logs = flotilla.logs();
+    flotilla.stop();
+
+    // The leader Lease has a client of its own, unthrottled: renewals never wait behind work.
+    let mut times: Vec<Timestamp> = audited(FLOTILLA_USER, None)
+        .iter()
+        .filter(|e| e["objectRef"]["resource"] != "leases")
+        .filter_map(received)
+        .filter(|t| *t >= since)
+        .collect();
+    times.sort();
+    // The limit is a fixed window of one second holding QPS requests, so any one-second span
+    // overlaps at most two windows.
+    let busiest = times
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            times[i..]
+                .iter()
+                .take_while(|u| u.duration_since(*t).as_secs_f64() < 1.0)
+                .count()
+        })
+        .max()
+        .unwrap_or(0);
+    let span = match (times.first(), times.last()) {
+        (Some(first), Some(last)) => last.duration_since(*first).as_secs_f64(),
+        _ => 0.0,
+    };
+    println!(
+        "{} requests in {span:.1} s at apiQps={QPS} apiBurst={QPS}; busiest second: {busiest}",
+        times.len()
+    );
+    assert!(
+        times.len() as i64 > 6 * QPS,
+        "too few requests to meet the limit"
+    );
+    assert!(busiest as i64 <= 2 * QPS, "busiest second {busiest}");
+    assert!(
+        times.len() as f64 <= QPS as f64 * (span + 2.0),
+        "{} requests in {span:.1} s",
+        times.len()
+    );
+    assert!(
+        !logs.contains("reconcile failed"),
+        "throttled requests must wait, not fail"
+    );
+    delete_namespaces(&client, &names).await;
 }

@@ -553,22 +553,32 @@ pub async fn delete_namespaces(client: &Client, names: &[impl AsRef<str>]) {
     }
 }
 
+/// Requests `username` made, as the API server's audit log records them once answered
+/// (optionally only lines mentioning `needle`, which is much quicker on a long log).
+pub fn audited(username: &str, needle: Option<&str>) -> Vec<serde_json::Value> {
+    let state = std::env::var("FLOTILLA_E2E_DIR").unwrap_or_else(|_| "/tmp/flotilla-e2e".into());
+    let log = std::fs::read_to_string(PathBuf::from(state).join("audit.log")).unwrap_or_default();
+    log.lines()
+        .filter(|line| needle.is_none_or(|n| line.contains(n)))
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|e| e["stage"] == "ResponseComplete" && e["user"]["username"] == username)
+        .collect()
+}
+
+fn is_write(entry: &serde_json::Value) -> bool {
+    matches!(
+        entry["verb"].as_str(),
+        Some("create" | "update" | "patch" | "delete" | "deletecollection")
+    )
+}
+
 /// Write requests (create, update, patch, delete) made by `username`, from the API server's
 /// audit log: attributable to one identity, unlike the server's counters. Renewals of the leader
 /// Lease are left out: holding a lease is writing to it.
 pub fn audited_writes(username: &str) -> Vec<String> {
-    let state = std::env::var("FLOTILLA_E2E_DIR").unwrap_or_else(|_| "/tmp/flotilla-e2e".into());
-    let log = std::fs::read_to_string(PathBuf::from(state).join("audit.log")).unwrap_or_default();
-    log.lines()
-        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-        .filter(|e| e["stage"] == "ResponseComplete" && e["user"]["username"] == username)
-        .filter(|e| {
-            matches!(
-                e["verb"].as_str(),
-                Some("create" | "update" | "patch" | "delete")
-            )
-        })
-        .filter(|e| e["objectRef"]["resource"] != "leases")
+    audited(username, None)
+        .iter()
+        .filter(|e| is_write(e) && e["objectRef"]["resource"] != "leases")
         .map(|e| format!("{} {}", e["verb"], e["requestURI"]))
         .collect()
 }
@@ -626,18 +636,8 @@ pub fn kubeconfig_for_account(namespace: &str, account: &str) -> PathBuf {
 /// Write requests (create, update, patch, delete) `username` made on objects in `namespace`,
 /// from the API server's audit log.
 pub fn audited_writes_in(username: &str, namespace: &str) -> usize {
-    let state = std::env::var("FLOTILLA_E2E_DIR").unwrap_or_else(|_| "/tmp/flotilla-e2e".into());
-    let log = std::fs::read_to_string(PathBuf::from(state).join("audit.log")).unwrap_or_default();
-    log.lines()
-        .filter(|line| line.contains(namespace))
-        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-        .filter(|e| e["stage"] == "ResponseComplete" && e["user"]["username"] == username)
-        .filter(|e| e["objectRef"]["namespace"] == namespace)
-        .filter(|e| {
-            matches!(
-                e["verb"].as_str(),
-                Some("create" | "update" | "patch" | "delete" | "deletecollection")
-            )
-        })
+    audited(username, Some(namespace))
+        .iter()
+        .filter(|e| is_write(e) && e["objectRef"]["namespace"] == namespace)
         .count()
 }

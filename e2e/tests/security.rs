@@ -1016,6 +1016,22 @@ fn rule(
     }
 }
 
+/// Creates `object` in `namespace` as `client`, which must be allowed to.
+async fn create_in<K>(client: &kube::Client, namespace: &str, object: &K)
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    Api::<K>::namespaced(client.clone(), namespace)
+        .create(&PostParams::default(), object)
+        .await
+        .unwrap();
+}
+
 fn meta(name: &str, namespace: Option<&str>) -> kube::core::ObjectMeta {
     kube::core::ObjectMeta {
         name: Some(name.into()),
@@ -1072,26 +1088,17 @@ async fn flotillas_own_credentials_are_refused_what_it_must_not_do() {
         string_data: Some(BTreeMap::from([("password".into(), "hunter2".into())])),
         ..Default::default()
     };
-    Api::<Secret>::namespaced(admin.clone(), ns)
-        .create(&pp, &secret)
-        .await
-        .unwrap();
+    create_in(&admin, ns, &secret).await;
     let admin_like = Role {
         metadata: meta("admin-like", None),
         rules: Some(vec![rule(&["*"], &["*"], &["*"])]),
     };
-    Api::<Role>::namespaced(admin.clone(), ns)
-        .create(&pp, &admin_like)
-        .await
-        .unwrap();
+    create_in(&admin, ns, &admin_like).await;
     let account = ServiceAccount {
         metadata: meta("someone", None),
         ..Default::default()
     };
-    Api::<ServiceAccount>::namespaced(admin.clone(), ns)
-        .create(&pp, &account)
-        .await
-        .unwrap();
+    create_in(&admin, ns, &account).await;
 
     // Control: the token works, for what flotilla is meant to do.
     let cms: Api<ConfigMap> = Api::namespaced(flotilla.clone(), ns);
@@ -1473,10 +1480,7 @@ async fn a_namespace_owner_cannot_make_flotilla_act_outside_their_namespace() {
         metadata: meta("owner", None),
         ..Default::default()
     };
-    Api::<ServiceAccount>::namespaced(admin.clone(), tenant_ns)
-        .create(&pp, &account)
-        .await
-        .unwrap();
+    create_in(&admin, tenant_ns, &account).await;
     let argo_role = Api::<Role>::namespaced(admin.clone(), tenant_ns)
         .get("argo-role")
         .await
@@ -1485,10 +1489,7 @@ async fn a_namespace_owner_cannot_make_flotilla_act_outside_their_namespace() {
         metadata: meta("owner-argo", None),
         rules: argo_role.rules.clone(),
     };
-    Api::<Role>::namespaced(admin.clone(), tenant_ns)
-        .create(&pp, &owner_argo)
-        .await
-        .unwrap();
+    create_in(&admin, tenant_ns, &owner_argo).await;
     for (name, kind, role) in [
         ("owner-admin", "ClusterRole", "admin"),
         ("owner-argo", "Role", "owner-argo"),
@@ -1498,10 +1499,7 @@ async fn a_namespace_owner_cannot_make_flotilla_act_outside_their_namespace() {
             role_ref: role_ref(kind, role),
             subjects: Some(service_account_subject(tenant_ns, "owner")),
         };
-        Api::<RoleBinding>::namespaced(admin.clone(), tenant_ns)
-            .create(&pp, &binding)
-            .await
-            .unwrap();
+        create_in(&admin, tenant_ns, &binding).await;
     }
     let owner = client_for(&kubeconfig_for_account(tenant_ns, "owner")).await;
 
@@ -1538,27 +1536,18 @@ async fn a_namespace_owner_cannot_make_flotilla_act_outside_their_namespace() {
         metadata: meta("starred", None),
         ..Default::default()
     };
-    Api::<ServiceAccount>::namespaced(admin.clone(), tenant_ns)
-        .create(&pp, &starred)
-        .await
-        .unwrap();
+    create_in(&admin, tenant_ns, &starred).await;
     let star = Role {
         metadata: meta("star", None),
         rules: Some(vec![rule(&["*"], &["*"], &["*"])]),
     };
-    Api::<Role>::namespaced(admin.clone(), tenant_ns)
-        .create(&pp, &star)
-        .await
-        .unwrap();
+    create_in(&admin, tenant_ns, &star).await;
     let star_binding = RoleBinding {
         metadata: meta("starred-star", None),
         role_ref: role_ref("Role", "star"),
         subjects: Some(service_account_subject(tenant_ns, "starred")),
     };
-    Api::<RoleBinding>::namespaced(admin.clone(), tenant_ns)
-        .create(&pp, &star_binding)
-        .await
-        .unwrap();
+    create_in(&admin, tenant_ns, &star_binding).await;
     let starred = client_for(&kubeconfig_for_account(tenant_ns, "starred")).await;
     let probe =
         serde_json::json!({"metadata": {"labels": {"e2e.flotilla.dev/probe": "set-by-tenant"}}});

@@ -35,8 +35,8 @@ pub fn run(config_path: &Path, args: &RunArgs) -> Result<(), CliError> {
     let runtime = tokio::runtime::Runtime::new().map_err(|e| CliError(e.into()))?;
     runtime
         .block_on(async {
-            let client = kube::Client::try_default().await?;
-            flotilla::controller::run(config, renderer, client, options).await
+            let clients = flotilla::client::connect(&config).await?;
+            flotilla::controller::run(config, renderer, clients, options).await
         })
         .map_err(CliError)
 }

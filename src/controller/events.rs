@@ -1,20 +1,27 @@
 //! Kubernetes Events for what happened to a namespace's worker: one per occurrence (they are
-//! only published when something was written or a new problem appeared), on both the Namespace
-//! and its NamespaceWorker.
+//! only published when something was written or a new problem appeared), on its NamespaceWorker,
+//! and for problems and reaping on the Namespace as well.
 //!
 //! Written as core/v1 Events in `default`, the form every API server accepts for cluster-scoped
 //! objects: 1.20's events.k8s.io/v1 validation only takes those in `kube-system`, which is why
 //! kube's `Recorder` (events.k8s.io/v1 in `default`) is not used.
+//!
+//! Sent by a task of their own, one at a time: a reconcile never waits on its Events, and when
+//! thousands of namespaces converge at once their Events trail behind the real work.
 
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ObjectMeta, PostParams};
+use tokio::sync::mpsc;
 
 const EVENT_NAMESPACE: &str = "default";
 
+/// Events waiting to be sent; beyond this many, new ones are dropped (and logged).
+const BACKLOG: usize = 10_000;
+
 pub struct Events {
-    api: Api<Event>,
+    backlog: mpsc::Sender<Event>,
     instance: Option<String>,
 }
 
@@ -47,21 +54,36 @@ impl Reason {
 }
 
 impl Events {
-    pub fn new(client: kube::Client) -> Events {
+    /// Starts the sender task.
+    pub fn start(client: kube::Client) -> Events {
+        let (backlog, pending) = mpsc::channel(BACKLOG);
+        tokio::spawn(send_all(Api::namespaced(client, EVENT_NAMESPACE), pending));
         Events {
-            api: Api::namespaced(client, EVENT_NAMESPACE),
+            backlog,
             instance: std::env::var("POD_NAME").ok(),
         }
     }
 
-    /// Publishes one Event on each of `regarding`. A failure is logged, never fatal: Events are
-    /// a courtesy to admins, the status resource is the record.
-    pub async fn publish(&self, reason: Reason, message: String, regarding: &[&ObjectReference]) {
+    /// Queues one Event on each of `regarding`. A failure is logged, never fatal: Events are a
+    /// courtesy to admins, the status resource is the record.
+    pub fn publish(&self, reason: Reason, message: String, regarding: &[&ObjectReference]) {
         for reference in regarding {
             let event = event(reason, &message, reference, self.instance.clone());
-            if let Err(e) = self.api.create(&PostParams::default(), &event).await {
-                tracing::warn!(reason = reason.as_str(), error = %e, "could not publish an Event");
+            if self.backlog.try_send(event).is_err() {
+                tracing::warn!(
+                    reason = reason.as_str(),
+                    "too many Events waiting to be sent; this one is dropped"
+                );
             }
+        }
+    }
+}
+
+async fn send_all(api: Api<Event>, mut pending: mpsc::Receiver<Event>) {
+    while let Some(event) = pending.recv().await {
+        if let Err(e) = api.create(&PostParams::default(), &event).await {
+            let reason = event.reason.unwrap_or_default();
+            tracing::warn!(reason, error = %e, "could not publish an Event");
         }
     }
 }

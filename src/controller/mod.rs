@@ -36,6 +36,15 @@ pub struct Context {
     statuses: Mutex<HashMap<String, WorkerStatus>>,
 }
 
+/// An object verified at the version the watch still shows.
+enum Recall {
+    /// Rendered the same since: in sync. For workloads, the health fields last read.
+    InSync(Option<Arc<serde_json::Value>>),
+    /// Rendered differently since (a rollout): flotilla's own object, to be updated; no need to
+    /// read it first.
+    Outdated,
+}
+
 struct Verified {
     resource_version: String,
     hash: String,
@@ -59,17 +68,18 @@ fn health_fields(deployment: &serde_json::Value) -> serde_json::Value {
 }
 
 impl Context {
-    /// `Some(live workload or None)` if the object is known to be in sync, without a request:
-    /// the watch still shows the version that was verified.
-    fn verified_workload(
-        &self,
-        object: &Stamped,
-        watched_version: Option<&str>,
-    ) -> Option<Option<Arc<serde_json::Value>>> {
+    /// What is known of `object` without a request, from the version the watch shows.
+    fn known(&self, object: &Stamped, watched_version: Option<&str>) -> Option<Recall> {
         let rv = watched_version?;
         let verified = lock(&self.verified);
-        let entry = verified.get(&object.key)?;
-        (entry.resource_version == rv && entry.hash == object.hash).then(|| entry.workload.clone())
+        let entry = verified
+            .get(&object.key)
+            .filter(|e| e.resource_version == rv)?;
+        Some(if entry.hash == object.hash {
+            Recall::InSync(entry.workload.clone())
+        } else {
+            Recall::Outdated
+        })
     }
 
     fn verified(&self, object: &Stamped, live: Option<Arc<serde_json::Value>>) {

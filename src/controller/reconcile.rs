@@ -2,10 +2,10 @@
 //! longer rendered, record the result in its NamespaceWorker; or reap everything when the
 //! namespace opted out, is terminating or is gone.
 
-use super::Context;
 use super::events::Reason;
 use super::index::Observed;
 use super::worker;
+use super::{Context, Recall};
 use crate::cluster as api;
 use crate::kinds::Kind;
 use crate::object::{ObjectKey, Stamped};
@@ -112,12 +112,22 @@ pub async fn reconcile(ctx: &Context, name: &str) -> Result<Outcome, Error> {
     let mut workload = None;
     let rendered = ctx.renderer.render(&input);
     if let Ok(desired) = &rendered {
-        for object in desired {
+        // Reads go out together; writes follow one at a time in apply order (a Deployment after
+        // the ServiceAccount it runs as).
+        let known = futures::future::join_all(desired.iter().map(|object| {
             let watched = observed
                 .iter()
                 .find(|o| o.key == object.key)
                 .and_then(|o| o.resource_version.as_deref());
-            match sync(ctx, object, watched).await {
+            look(ctx, object, watched)
+        }))
+        .await;
+        for (object, known) in desired.iter().zip(known) {
+            let synced = match known {
+                Ok(known) => sync(ctx, object, known).await,
+                Err(e) => Err(e),
+            };
+            match synced {
                 Ok((synced, live)) => {
                     if object.key.kind == Kind::Deployment && workload.is_none() {
                         workload = live;
@@ -174,9 +184,11 @@ pub async fn reconcile(ctx: &Context, name: &str) -> Result<Outcome, Error> {
         .await
         .map_err(Error::on("write status of NamespaceWorker", name))?;
     ctx.remember_status(name, &status);
-    let mut regarding = vec![namespace_ref(&namespace)];
-    regarding.extend(worker.as_ref().map(worker::reference));
-    report(ctx, name, &outcome, previous.as_ref(), &status, &regarding).await;
+    let regarding = Regarding {
+        namespace: namespace_ref(&namespace),
+        worker: worker.as_ref().map(worker::reference),
+    };
+    report(ctx, name, &outcome, previous.as_ref(), &status, &regarding);
     Ok(outcome)
 }
 
@@ -184,23 +196,45 @@ fn namespace_ref(namespace: &PartialObjectMeta<Namespace>) -> ObjectReference {
     namespace.object_ref(&())
 }
 
+/// What a namespace's Events are about.
+struct Regarding {
+    namespace: ObjectReference,
+    /// `None` if its name is taken by a NamespaceWorker this instance did not create.
+    worker: Option<ObjectReference>,
+}
+
+impl Regarding {
+    /// Routine news goes on the NamespaceWorker only (the fleet view; one Event per occurrence,
+    /// not two, which matters when thousands of namespaces converge at once).
+    fn routine(&self) -> [&ObjectReference; 1] {
+        [self.worker.as_ref().unwrap_or(&self.namespace)]
+    }
+
+    /// Problems go on the Namespace too, where its owner looks (`kubectl describe namespace`).
+    fn problem(&self) -> Vec<&ObjectReference> {
+        std::iter::once(&self.namespace)
+            .chain(self.worker.as_ref())
+            .collect()
+    }
+}
+
 /// Logs and publishes Events for what a reconcile did. Writes are reported each time; a problem
 /// (render failure, conflict) once, when it first appears or changes, not on every resync.
-async fn report(
+fn report(
     ctx: &Context,
     name: &str,
     outcome: &Outcome,
     previous: Option<&WorkerStatus>,
     status: &WorkerStatus,
-    regarding: &[ObjectReference],
+    regarding: &Regarding,
 ) {
-    let regarding: Vec<&ObjectReference> = regarding.iter().collect();
     if outcome.created + outcome.updated > 0 {
         let note = format!(
             "created {}, updated {} objects at revision {}",
             outcome.created, outcome.updated, status.revision
         );
-        ctx.events.publish(Reason::Applied, note, &regarding).await;
+        ctx.events
+            .publish(Reason::Applied, note, &regarding.routine());
     }
     if outcome.drift_repaired > 0 {
         let note = format!(
@@ -208,8 +242,7 @@ async fn report(
             outcome.drift_repaired
         );
         ctx.events
-            .publish(Reason::DriftRepaired, note, &regarding)
-            .await;
+            .publish(Reason::DriftRepaired, note, &regarding.routine());
     }
     let news = previous.is_none_or(|p| p.phase != status.phase || p.message != status.message);
     let reason = match status.phase {
@@ -220,8 +253,7 @@ async fn report(
     if news {
         tracing::error!(namespace = name, "{:?}: {}", status.phase, status.message);
         ctx.events
-            .publish(reason, status.message.clone(), &regarding)
-            .await;
+            .publish(reason, status.message.clone(), &regarding.problem());
     } else {
         tracing::debug!(namespace = name, "still {:?}", status.phase);
     }
@@ -252,36 +284,42 @@ impl Synced {
     }
 }
 
+/// What is known of an object before deciding what to do with it.
+enum Known {
+    /// From the verified cache, at the version the watch shows.
+    Recalled(Recall),
+    /// As just read from the API server (`None`: it does not exist).
+    Live(Option<Value>),
+}
+
+/// Reads an object unless the watch shows a version already verified.
+async fn look(
+    ctx: &Context,
+    object: &Stamped,
+    watched_version: Option<&str>,
+) -> Result<Known, Error> {
+    if let Some(recall) = ctx.known(object, watched_version) {
+        return Ok(Known::Recalled(recall));
+    }
+    api::get(&ctx.client, &object.key, api::Read::WatchCache)
+        .await
+        .map(Known::Live)
+        .map_err(Error::on("get", &object.key))
+}
+
 /// Brings one object in line; returns what it did and, for workloads, the live object.
 async fn sync(
     ctx: &Context,
     object: &Stamped,
-    watched_version: Option<&str>,
+    known: Known,
 ) -> Result<(Synced, Option<Arc<Value>>), Error> {
-    if let Some(workload) = ctx.verified_workload(object, watched_version) {
-        return Ok((Synced::InSync, workload));
-    }
-    let live = api::get(&ctx.client, &object.key, api::Read::WatchCache)
-        .await
-        .map_err(Error::on("get", &object.key))?;
-    let synced = match plan::decide(object, live.as_ref(), &ctx.config.instance) {
-        Decision::InSync => {
-            let live = live.map(Arc::new);
-            ctx.verified(object, live.clone());
-            return Ok((Synced::InSync, live));
-        }
-        Decision::Conflict(reason) => return Ok((Synced::Conflict(reason), None)),
-        Decision::Create => Synced::Created,
-        // Same content hash on the live object: it was rendered the same, so someone edited it.
-        Decision::Update
-            if live
-                .as_ref()
-                .and_then(|l| l["metadata"]["annotations"][ownership::HASH].as_str())
-                == Some(object.hash.as_str()) =>
-        {
-            Synced::DriftRepaired
-        }
-        Decision::Update => Synced::Updated,
+    let synced = match known {
+        Known::Recalled(Recall::InSync(workload)) => return Ok((Synced::InSync, workload)),
+        Known::Recalled(Recall::Outdated) => Synced::Updated,
+        Known::Live(live) => match decide(ctx, object, live) {
+            Next::Write(synced) => synced,
+            Next::Leave(synced, live) => return Ok((synced, live)),
+        },
     };
     let applied = api::apply(
         &ctx.client,
@@ -300,6 +338,35 @@ async fn sync(
     };
     tracing::info!(object = %object.key, "{what}");
     Ok((synced, applied))
+}
+
+/// What the live object calls for.
+enum Next {
+    Write(Synced),
+    /// Nothing to write: in sync (with the live object, for workloads), or not flotilla's.
+    Leave(Synced, Option<Arc<Value>>),
+}
+
+fn decide(ctx: &Context, object: &Stamped, live: Option<Value>) -> Next {
+    match plan::decide(object, live.as_ref(), &ctx.config.instance) {
+        Decision::InSync => {
+            let live = live.map(Arc::new);
+            ctx.verified(object, live.clone());
+            Next::Leave(Synced::InSync, live)
+        }
+        Decision::Conflict(reason) => Next::Leave(Synced::Conflict(reason), None),
+        Decision::Create => Next::Write(Synced::Created),
+        // Same content hash on the live object: it was rendered the same, so someone edited it.
+        Decision::Update
+            if live
+                .as_ref()
+                .and_then(|l| l["metadata"]["annotations"][ownership::HASH].as_str())
+                == Some(object.hash.as_str()) =>
+        {
+            Next::Write(Synced::DriftRepaired)
+        }
+        Decision::Update => Next::Write(Synced::Updated),
+    }
 }
 
 async fn delete(ctx: &Context, key: &ObjectKey, uid: Option<String>) -> Result<bool, Error> {
@@ -344,8 +411,7 @@ async fn reap(ctx: &Context, name: &str, mut observed: Vec<Observed>) -> Result<
                 outcome.reaped
             );
             ctx.events
-                .publish(Reason::Reaped, note, &[&namespace_ref(&namespace)])
-                .await;
+                .publish(Reason::Reaped, note, &[&namespace_ref(&namespace)]);
         }
     }
     Ok(outcome)

@@ -6,6 +6,7 @@ use super::events::Events;
 use super::queue::WorkQueue;
 use super::reconcile;
 use super::watches::Stores;
+use crate::client::Clients;
 use crate::config::Config;
 use crate::lease::{self, LeaseConfig};
 use crate::render::Renderer;
@@ -29,9 +30,10 @@ pub struct RunOptions {
 pub async fn run(
     config: Config,
     renderer: Renderer,
-    client: kube::Client,
+    clients: Clients,
     options: RunOptions,
 ) -> anyhow::Result<()> {
+    let client = clients.work;
     let metrics = Arc::new(Metrics::default());
     let listener = tokio::net::TcpListener::bind(options.http_address)
         .await
@@ -49,7 +51,7 @@ pub async fn run(
     let (leader_tx, leader_rx) = watch::channel(!config.leader_election.enabled);
     let (stop_tx, mut stop_rx) = watch::channel(false);
     let election = config.leader_election.enabled.then(|| {
-        let api = kube::Api::namespaced(client.clone(), &config.namespace);
+        let api = kube::Api::namespaced(clients.lease, &config.namespace);
         let lease = LeaseConfig {
             name: config.instance.clone(),
             identity: options.identity.clone(),
@@ -68,7 +70,7 @@ pub async fn run(
         config,
         renderer,
         stores,
-        events: Events::new(client),
+        events: Events::start(client),
         metrics,
         verified: Mutex::default(),
         statuses: Mutex::default(),
