@@ -339,18 +339,33 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
+/// What the two limit runs (create, then roll out) share.
+struct LimitRun<'a> {
+    bench: &'a Bench,
+    cluster: &'a Cluster,
+    tracker: &'a Tracker,
+    config: &'a Config,
+    names: &'a [String],
+}
+
 /// The limit baseline: exactly flotilla's objects, server-side applied with flotilla's field
 /// manager, identity and concurrency (namespaces at once; objects of one namespace in order).
-/// Run once to create the fleet, and once more with the rollout's values, to update it.
+/// Run once to create the fleet, and once more with the rollout's values, to update it. Done
+/// when every apply has returned and `tracker` (the same observer flotilla's phase has, with the
+/// same watches loading the API server) has seen every object at its revision.
 async fn limit_baseline(
+    run: &LimitRun<'_>,
     scenario: &'static str,
-    bench: &Bench,
-    cluster: &Cluster,
-    config: &Config,
     renderer: &Renderer,
-    names: &[String],
     audit: &mut AuditTail,
 ) -> Row {
+    let LimitRun {
+        bench,
+        cluster,
+        tracker,
+        config,
+        names,
+    } = *run;
     let fleet: Vec<Vec<Stamped>> = names.iter().map(|ns| render(renderer, ns)).collect();
     let expected: Vec<ObjectKey> = fleet.iter().flatten().map(|o| o.key.clone()).collect();
     let params = PatchParams::apply(&config.field_manager).force();
@@ -384,7 +399,13 @@ async fn limit_baseline(
             }
         })
         .await;
-    let seconds = t0.elapsed().as_secs_f64();
+    let revision = renderer.revision().to_string();
+    let seen = tracker
+        .wait(bench.timeout, Duration::from_millis(50), |live| {
+            all_present(live, &expected, Some(&revision))
+        })
+        .await;
+    let seconds = seen.map_or_else(|| t0.elapsed(), |t| t - t0).as_secs_f64();
     let cp = probe.finish(&cluster.admin, seconds).await;
     let (cpu, _) = usage.read();
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -570,28 +591,20 @@ async fn main() {
         // As many namespaces as phase 2 has (fleet + reaction), so both start alike.
         create_namespaces(&cluster.admin, &fleet, true).await;
         create_namespaces(&cluster.admin, &script_names, true).await;
+        let tracker = Tracker::start(&cluster.admin, INSTANCE).await;
         tokio::time::sleep(Duration::from_secs(2)).await;
         let mut audit = AuditTail::new(cluster.audit_log.clone());
+        let run = LimitRun {
+            bench: &bench,
+            cluster: &cluster,
+            tracker: &tracker,
+            config: &config,
+            names: &fleet,
+        };
         eprintln!("bench: limit baseline");
-        rows.push(
-            limit_baseline(
-                LIMIT, &bench, &cluster, &config, &renderer, &fleet, &mut audit,
-            )
-            .await,
-        );
+        rows.push(limit_baseline(&run, LIMIT, &renderer, &mut audit).await);
         eprintln!("bench: limit baseline, rollout");
-        rows.push(
-            limit_baseline(
-                LIMIT_ROLLOUT,
-                &bench,
-                &cluster,
-                &config,
-                &renderer_b,
-                &fleet,
-                &mut audit,
-            )
-            .await,
-        );
+        rows.push(limit_baseline(&run, LIMIT_ROLLOUT, &renderer_b, &mut audit).await);
         eprintln!(
             "bench: script baseline on {} namespaces",
             script_names.len()
@@ -607,6 +620,7 @@ async fn main() {
             )
             .await,
         );
+        drop(tracker);
         cluster.down();
     }
 
