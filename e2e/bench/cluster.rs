@@ -2,8 +2,10 @@
 //! manifests and ServiceAccount token, clients, and flotilla as a child process. Small copies of
 //! what e2e/tests/harness.rs does, so the bench runs flotilla exactly as the e2e suite does.
 
+use crate::common::{
+    client_for, kubectl, log_tail, spawn_flotilla, terminate, write_service_account_kubeconfig,
+};
 use kube::Client;
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
@@ -80,19 +82,13 @@ impl Cluster {
             &admin_kubeconfig,
             &["apply", "-k", repo.join("manifests").to_str().unwrap()],
         );
-        let token = service_account_token(&admin_kubeconfig);
-        let mut kubeconfig = Kubeconfig::read_from(&admin_kubeconfig).unwrap();
-        for user in &mut kubeconfig.auth_infos {
-            if let Some(auth) = user.auth_info.as_mut() {
-                auth.token = Some(token.clone().into());
-            }
-        }
         let flotilla_kubeconfig = work.join("flotilla.kubeconfig");
-        std::fs::write(
+        write_service_account_kubeconfig(
+            &admin_kubeconfig,
+            FLOTILLA_NAMESPACE,
+            "flotilla",
             &flotilla_kubeconfig,
-            serde_json::to_string(&kubeconfig).unwrap(),
-        )
-        .unwrap();
+        );
         eprintln!(
             "bench: control plane up at {} with flotilla installed ({:.0} s)",
             state.display(),
@@ -126,58 +122,6 @@ impl Drop for DownOnDrop {
     }
 }
 
-pub fn kubectl(kubeconfig: &Path, args: &[&str]) -> String {
-    let out = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .output()
-        .expect("kubectl runs");
-    assert!(
-        out.status.success(),
-        "kubectl {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// The token the controller-manager's token controller minted for flotilla's ServiceAccount.
-fn service_account_token(admin: &Path) -> String {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let ns = ["--namespace", FLOTILLA_NAMESPACE];
-    loop {
-        let jsonpath = "jsonpath={.secrets[0].name}";
-        let secret = kubectl(
-            admin,
-            &[
-                &ns[..],
-                &["get", "serviceaccount", "flotilla", "-o", jsonpath],
-            ]
-            .concat(),
-        );
-        if !secret.is_empty() {
-            let template = "go-template={{.data.token | base64decode}}";
-            return kubectl(
-                admin,
-                &[&ns[..], &["get", "secret", &secret, "-o", template]].concat(),
-            );
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no token secret for flotilla's ServiceAccount"
-        );
-        std::thread::sleep(Duration::from_millis(250));
-    }
-}
-
-pub async fn client_for(kubeconfig: &Path) -> Client {
-    let kubeconfig = Kubeconfig::read_from(kubeconfig).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .unwrap();
-    Client::try_from(config).unwrap()
-}
-
 /// A running `flotilla run` under its ServiceAccount token; killed when dropped.
 pub struct Flotilla {
     child: Child,
@@ -187,28 +131,16 @@ pub struct Flotilla {
 
 impl Flotilla {
     pub fn start(cluster: &Cluster, config: &Path, log: &Path) -> Flotilla {
-        let out = std::fs::File::create(log).unwrap();
         let rust_log =
             std::env::var("BENCH_FLOTILLA_LOG").unwrap_or_else(|_| "info,flotilla=debug".into());
         let started = Instant::now();
-        let child = Command::new(env!("CARGO_BIN_EXE_flotilla"))
-            // Loopback only, on a free port: never in the way of another flotilla's.
-            .args([
-                "run",
-                "--http-address",
-                "127.0.0.1:0",
-                "--identity",
-                "bench",
-            ])
-            .arg("--config")
-            .arg(config)
-            .env("KUBECONFIG", &cluster.flotilla_kubeconfig)
-            .env("RUST_LOG", rust_log)
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().unwrap())
-            .stderr(out)
-            .spawn()
-            .expect("flotilla starts");
+        let child = spawn_flotilla(
+            config,
+            log,
+            "bench",
+            &cluster.flotilla_kubeconfig,
+            &rust_log,
+        );
         RUNNING.lock().unwrap().push(child.id());
         Flotilla {
             child,
@@ -241,25 +173,16 @@ impl Flotilla {
     /// Panics with the log's tail if flotilla has exited.
     pub fn assert_running(&mut self) {
         if let Ok(Some(status)) = self.child.try_wait() {
-            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-            let tail: Vec<&str> = log.lines().rev().take(30).collect();
-            let tail: Vec<&str> = tail.into_iter().rev().collect();
-            panic!("flotilla exited ({status}); log tail:\n{}", tail.join("\n"));
+            panic!(
+                "flotilla exited ({status}); log tail:\n{}",
+                log_tail(&self.log, 30)
+            );
         }
     }
 
     /// SIGTERM, as Kubernetes stops a pod, then reap the process.
     pub fn stop(mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        terminate(&mut self.child, Duration::from_secs(15));
     }
 }
 

@@ -14,6 +14,8 @@
 
 mod audit;
 mod cluster;
+#[path = "../common.rs"]
+mod common;
 mod metrics;
 mod procstat;
 mod report;
@@ -448,7 +450,7 @@ async fn script_baseline(
     let kubeconfig = cluster.admin_kubeconfig.to_str().unwrap();
     let cache = cache.to_str().unwrap();
     // An admin's discovery cache is warm; so is this one before the clock starts.
-    cluster::kubectl(
+    common::kubectl(
         &cluster.admin_kubeconfig,
         &["--cache-dir", cache, "api-resources"],
     );

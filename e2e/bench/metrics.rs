@@ -1,30 +1,13 @@
 //! The API server's own request counter, `apiserver_request_total` from `/metrics`.
 
+pub use crate::common::STAMPED_AND_NAMESPACES;
+use crate::common::{apiserver_writes, label};
 use kube::Client;
 use std::collections::BTreeMap;
 
-/// The resources flotilla stamps, and namespaces (what the steady-state count covers).
-pub const STAMPED_AND_NAMESPACES: [&str; 7] = [
-    "namespaces",
-    "serviceaccounts",
-    "configmaps",
-    "roles",
-    "rolebindings",
-    "services",
-    "deployments",
-];
-
-const WRITE_VERBS: [&str; 4] = ["POST", "PUT", "PATCH", "DELETE"];
-
-fn label<'a>(line: &'a str, name: &str) -> Option<&'a str> {
-    let start = line.find(&format!("{name}=\""))? + name.len() + 2;
-    let len = line[start..].find('"')?;
-    Some(&line[start..start + len])
-}
-
 /// Write requests by verb (POST/PUT/PATCH/DELETE); `resources` filters, `None` counts all.
 pub async fn writes(client: &Client, resources: Option<&[&str]>) -> BTreeMap<String, u64> {
-    writes_where(client, |resource| {
+    apiserver_writes(client, |resource| {
         resources.is_none_or(|resources| resources.contains(&resource))
     })
     .await
@@ -32,31 +15,7 @@ pub async fn writes(client: &Client, resources: Option<&[&str]>) -> BTreeMap<Str
 
 /// Write requests by verb to every resource but `excluded`.
 pub async fn writes_except(client: &Client, excluded: &[&str]) -> BTreeMap<String, u64> {
-    writes_where(client, |resource| !excluded.contains(&resource)).await
-}
-
-async fn writes_where(client: &Client, counted: impl Fn(&str) -> bool) -> BTreeMap<String, u64> {
-    let request = http::Request::get("/metrics").body(Vec::new()).unwrap();
-    let text = client.request_text(request).await.unwrap_or_default();
-    let mut by_verb = BTreeMap::new();
-    for line in text
-        .lines()
-        .filter(|l| l.starts_with("apiserver_request_total{"))
-    {
-        let Some(verb) = label(line, "verb").filter(|v| WRITE_VERBS.contains(v)) else {
-            continue;
-        };
-        if !counted(label(line, "resource").unwrap_or("")) {
-            continue;
-        }
-        let n = line
-            .rsplit(' ')
-            .next()
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0);
-        *by_verb.entry(verb.to_string()).or_insert(0) += n as u64;
-    }
-    by_verb
+    apiserver_writes(client, |resource| !excluded.contains(&resource)).await
 }
 
 pub fn delta(

@@ -2,16 +2,19 @@
 //! polling helpers. Each test runs its own flotilla `instance` with its own selector label, so
 //! no test can see (or reap) another's objects.
 
+use crate::common::{
+    apiserver_writes, log_tail, spawn_flotilla, terminate, write_service_account_kubeconfig,
+};
+pub use crate::common::{client_for, kubectl};
 use flotilla::kinds::Kind;
 use flotilla::ownership;
 use k8s_openapi::api::core::v1::Namespace;
+use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams, ObjectMeta, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config};
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -51,50 +54,6 @@ pub fn env() -> &'static Env {
     })
 }
 
-pub fn kubectl(kubeconfig: &Path, args: &[&str]) -> String {
-    let out = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .output()
-        .expect("kubectl runs");
-    assert!(
-        out.status.success(),
-        "kubectl {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// The token the controller-manager's token controller minted for ServiceAccount
-/// `namespace/account`.
-fn service_account_token(admin: &Path, namespace: &str, account: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let ns = ["--namespace", namespace];
-    loop {
-        let get_sa = [
-            "get",
-            "serviceaccount",
-            account,
-            "-o",
-            "jsonpath={.secrets[0].name}",
-        ];
-        let secret = kubectl(admin, &[&ns[..], &get_sa].concat());
-        if !secret.is_empty() {
-            let template = "go-template={{.data.token | base64decode}}";
-            return kubectl(
-                admin,
-                &[&ns[..], &["get", "secret", &secret, "-o", template]].concat(),
-            );
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no token secret for ServiceAccount {namespace}/{account}"
-        );
-        std::thread::sleep(Duration::from_millis(250));
-    }
-}
-
 /// A kubeconfig like the admin's, but authenticating with the token of ServiceAccount `account`
 /// of flotilla's namespace.
 pub fn kubeconfig_for(account: &str, path: &Path) {
@@ -102,28 +61,12 @@ pub fn kubeconfig_for(account: &str, path: &Path) {
 }
 
 fn write_kubeconfig(namespace: &str, account: &str, path: &Path) {
-    let admin = &env_admin_kubeconfig();
-    let token = service_account_token(admin, namespace, account);
-    let mut kubeconfig = Kubeconfig::read_from(admin).unwrap();
-    for user in &mut kubeconfig.auth_infos {
-        if let Some(auth) = user.auth_info.as_mut() {
-            auth.token = Some(token.clone().into());
-        }
-    }
-    std::fs::write(path, serde_json::to_string(&kubeconfig).unwrap()).unwrap();
+    write_service_account_kubeconfig(&env_admin_kubeconfig(), namespace, account, path);
 }
 
 fn env_admin_kubeconfig() -> PathBuf {
     let state = std::env::var("FLOTILLA_E2E_DIR").unwrap_or_else(|_| "/tmp/flotilla-e2e".into());
     PathBuf::from(state).join("admin.kubeconfig")
-}
-
-pub async fn client_for(kubeconfig: &Path) -> Client {
-    let kubeconfig = Kubeconfig::read_from(kubeconfig).unwrap();
-    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .unwrap();
-    Client::try_from(config).unwrap()
 }
 
 pub async fn admin() -> Client {
@@ -421,24 +364,7 @@ pub struct Flotilla {
 
 impl Flotilla {
     pub fn start(config: &Path, log: &Path, identity: &str, kubeconfig: &Path) -> Flotilla {
-        let out = std::fs::File::create(log).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_flotilla"))
-            .args([
-                "run",
-                "--http-address",
-                "127.0.0.1:0",
-                "--identity",
-                identity,
-                "--config",
-            ])
-            .arg(config)
-            .env("KUBECONFIG", kubeconfig)
-            .env("RUST_LOG", "info,flotilla=debug")
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().unwrap())
-            .stderr(out)
-            .spawn()
-            .unwrap();
+        let child = spawn_flotilla(config, log, identity, kubeconfig, "info,flotilla=debug");
         Flotilla {
             child,
             log: log.to_path_buf(),
@@ -489,16 +415,7 @@ impl Flotilla {
 
     /// SIGTERM, as Kubernetes stops a pod, then reap the process.
     pub fn stop(mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        terminate(&mut self.child, Duration::from_secs(10));
     }
 }
 
@@ -508,13 +425,10 @@ impl Drop for Flotilla {
         let _ = self.child.wait();
         // A failing test shows what flotilla said.
         if std::thread::panicking() {
-            let logs = self.logs();
-            let tail: Vec<&str> = logs.lines().rev().take(60).collect();
-            let tail: Vec<&str> = tail.into_iter().rev().collect();
             eprintln!(
                 "--- last lines of {}:\n{}",
                 self.log.display(),
-                tail.join("\n")
+                log_tail(&self.log, 60)
             );
         }
     }
@@ -586,22 +500,10 @@ pub fn audited_writes(username: &str) -> Vec<String> {
 /// Write requests (POST, PUT, PATCH, DELETE) the API server has served for `resources`,
 /// from its own `apiserver_request_total` counter.
 pub async fn write_requests(client: &Client, resources: &[&str]) -> u64 {
-    let request = http::Request::get("/metrics").body(Vec::new()).unwrap();
-    let text = client.request_text(request).await.unwrap();
-    text.lines()
-        .filter(|l| l.starts_with("apiserver_request_total{"))
-        .filter(|l| {
-            ["POST", "PUT", "PATCH", "DELETE"]
-                .iter()
-                .any(|v| l.contains(&format!("verb=\"{v}\"")))
-        })
-        .filter(|l| {
-            resources
-                .iter()
-                .any(|r| l.contains(&format!("resource=\"{r}\"")))
-        })
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum::<f64>() as u64
+    apiserver_writes(client, |resource| resources.contains(&resource))
+        .await
+        .values()
+        .sum()
 }
 
 // ---- Helpers of the security suite (e2e/tests/security.rs). ----

@@ -3,6 +3,8 @@
 //! own ServiceAccount, bound to the ClusterRole from manifests/. Run with `make test`.
 
 mod cold_restart;
+#[path = "../common.rs"]
+mod common;
 mod faults;
 mod fleet_view;
 mod harness;

@@ -1,0 +1,174 @@
+//! What the e2e suite (`e2e/tests`) and the fleet bench (`e2e/bench`) both need, included by each
+//! with `#[path]`: kubectl, kubeconfigs for ServiceAccounts, clients, flotilla processes and the
+//! API server's own write counters.
+
+use kube::Client;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn kubectl(kubeconfig: &Path, args: &[&str]) -> String {
+    let out = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .output()
+        .expect("kubectl runs");
+    assert!(
+        out.status.success(),
+        "kubectl {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Writes to `path` a kubeconfig like `admin`'s, authenticating as ServiceAccount
+/// `namespace/account` (which must exist) with the token the controller-manager minted for it.
+pub fn write_service_account_kubeconfig(admin: &Path, namespace: &str, account: &str, path: &Path) {
+    let token = service_account_token(admin, namespace, account);
+    let mut kubeconfig = Kubeconfig::read_from(admin).unwrap();
+    for user in &mut kubeconfig.auth_infos {
+        if let Some(auth) = user.auth_info.as_mut() {
+            auth.token = Some(token.clone().into());
+        }
+    }
+    std::fs::write(path, serde_json::to_string(&kubeconfig).unwrap()).unwrap();
+}
+
+/// The token secret's content; waits for the controller-manager to mint it (it lags on a busy
+/// control plane).
+fn service_account_token(admin: &Path, namespace: &str, account: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let ns = ["--namespace", namespace];
+    loop {
+        let get_sa = [
+            "get",
+            "serviceaccount",
+            account,
+            "-o",
+            "jsonpath={.secrets[0].name}",
+        ];
+        let secret = kubectl(admin, &[&ns[..], &get_sa].concat());
+        if !secret.is_empty() {
+            let template = "go-template={{.data.token | base64decode}}";
+            return kubectl(
+                admin,
+                &[&ns[..], &["get", "secret", &secret, "-o", template]].concat(),
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no token secret for ServiceAccount {namespace}/{account}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+pub async fn client_for(kubeconfig: &Path) -> Client {
+    let kubeconfig = Kubeconfig::read_from(kubeconfig).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .unwrap();
+    Client::try_from(config).unwrap()
+}
+
+/// Starts `flotilla run` with `config` as `kubeconfig`'s user, logging to `log`; its admin
+/// endpoints on a free loopback port, never in the way of another flotilla's.
+pub fn spawn_flotilla(
+    config: &Path,
+    log: &Path,
+    identity: &str,
+    kubeconfig: &Path,
+    rust_log: &str,
+) -> Child {
+    let out = std::fs::File::create(log).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_flotilla"))
+        .args([
+            "run",
+            "--http-address",
+            "127.0.0.1:0",
+            "--identity",
+            identity,
+        ])
+        .arg("--config")
+        .arg(config)
+        .env("KUBECONFIG", kubeconfig)
+        .env("RUST_LOG", rust_log)
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn()
+        .expect("flotilla starts")
+}
+
+/// SIGTERM, as Kubernetes stops a pod; waits up to `within` for the process to exit.
+pub fn terminate(child: &mut Child, within: Duration) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The last `n` lines of a log file, for a failure message.
+pub fn log_tail(log: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let tail: Vec<&str> = text.lines().rev().take(n).collect();
+    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+}
+
+/// The resources flotilla stamps, and namespaces: where a steady state must show no writes.
+pub const STAMPED_AND_NAMESPACES: [&str; 7] = [
+    "namespaces",
+    "serviceaccounts",
+    "configmaps",
+    "roles",
+    "rolebindings",
+    "services",
+    "deployments",
+];
+
+const WRITE_VERBS: [&str; 4] = ["POST", "PUT", "PATCH", "DELETE"];
+
+/// Write requests (POST, PUT, PATCH, DELETE) the API server has served, by verb, for the
+/// resources `counted` accepts: its own `apiserver_request_total` counter from `/metrics`.
+pub async fn apiserver_writes(
+    client: &Client,
+    counted: impl Fn(&str) -> bool,
+) -> BTreeMap<String, u64> {
+    let request = http::Request::get("/metrics").body(Vec::new()).unwrap();
+    let text = client.request_text(request).await.unwrap_or_default();
+    let mut by_verb = BTreeMap::new();
+    for line in text
+        .lines()
+        .filter(|l| l.starts_with("apiserver_request_total{"))
+    {
+        let Some(verb) = label(line, "verb").filter(|v| WRITE_VERBS.contains(v)) else {
+            continue;
+        };
+        if !counted(label(line, "resource").unwrap_or("")) {
+            continue;
+        }
+        let n = line
+            .rsplit(' ')
+            .next()
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0);
+        *by_verb.entry(verb.to_string()).or_insert(0) += n as u64;
+    }
+    by_verb
+}
+
+/// The value of label `name` in a Prometheus sample line.
+pub fn label<'a>(line: &'a str, name: &str) -> Option<&'a str> {
+    let start = line.find(&format!("{name}=\""))? + name.len() + 2;
+    let len = line[start..].find('"')?;
+    Some(&line[start..start + len])
+}
