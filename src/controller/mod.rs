@@ -5,6 +5,7 @@ mod index;
 mod queue;
 mod reconcile;
 mod run;
+mod settled;
 mod watches;
 mod worker;
 
@@ -34,6 +35,8 @@ pub struct Context {
     verified: Mutex<HashMap<ObjectKey, Verified>>,
     /// The status last written per namespace: fresher than the watch right after a write.
     statuses: Mutex<HashMap<String, WorkerStatus>>,
+    /// Namespaces with nothing to do until something about them changes.
+    settled: Mutex<settled::Settled>,
 }
 
 /// An object verified at the version the watch still shows.

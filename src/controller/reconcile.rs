@@ -5,7 +5,7 @@
 use super::events::Reason;
 use super::index::Observed;
 use super::worker;
-use super::{Context, Recall};
+use super::{Context, Recall, lock, settled};
 use crate::cluster as api;
 use crate::kinds::Kind;
 use crate::object::{ObjectKey, Stamped};
@@ -21,7 +21,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::Value;
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 #[derive(Debug, thiserror::Error)]
 #[error("{action} {object}: {}", brief(.source))]
@@ -99,8 +99,19 @@ pub async fn reconcile(ctx: &Context, name: &str) -> Result<Outcome, Error> {
         ns.metadata.deletion_timestamp.is_none() && ctx.config.selector.matches(ns.labels())
     });
     let Some(namespace) = namespace else {
+        lock(&ctx.settled).unsettle(name);
         return reap(ctx, name, observed).await;
     };
+    let started = Instant::now();
+    let worker_version = ctx.stores.worker(name).and_then(|w| w.resource_version());
+    let seen = settled::fingerprint(
+        namespace.resource_version().as_deref(),
+        &observed,
+        worker_version.as_deref(),
+    );
+    if lock(&ctx.settled).still(name, seen, started) {
+        return Ok(Outcome::default());
+    }
     let input = NamespaceInput {
         name: name.to_string(),
         labels: namespace.labels().clone(),
@@ -189,6 +200,13 @@ pub async fn reconcile(ctx: &Context, name: &str) -> Result<Outcome, Error> {
         worker: worker.as_ref().map(worker::reference),
     };
     report(ctx, name, &outcome, previous.as_ref(), &status, &regarding);
+    // Nothing written and nothing wrong: until the watches show a change (or the deadline of a
+    // status transition passes), there is nothing to do here. A status just written changes the
+    // worker's version, so the next reconcile looks again and settles then.
+    if !outcome.wrote() && outcome.conflicts == 0 && !outcome.render_failed {
+        let until = outcome.recheck.map(|after| started + after);
+        lock(&ctx.settled).settle(name, seen, until);
+    }
     Ok(outcome)
 }
 

@@ -74,6 +74,7 @@ pub async fn run(
         metrics,
         verified: Mutex::default(),
         statuses: Mutex::default(),
+        settled: Mutex::default(),
     });
     for _ in 0..workers {
         tokio::spawn(worker(
