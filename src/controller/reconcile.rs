@@ -123,18 +123,14 @@ pub async fn reconcile(ctx: &Context, name: &str) -> Result<Outcome, Error> {
     let mut workload = None;
     let rendered = ctx.renderer.render(&input);
     if let Ok(desired) = &rendered {
-        // Reads go out together; writes follow one at a time in apply order (a Deployment after
-        // the ServiceAccount it runs as).
-        let known = futures::future::join_all(desired.iter().map(|object| {
+        // One object after the other, in apply order (a Deployment after the ServiceAccount it
+        // runs as): on a busy API server, more requests in flight only queue there.
+        for object in desired {
             let watched = observed
                 .iter()
                 .find(|o| o.key == object.key)
                 .and_then(|o| o.resource_version.as_deref());
-            look(ctx, object, watched)
-        }))
-        .await;
-        for (object, known) in desired.iter().zip(known) {
-            let synced = match known {
+            let synced = match look(ctx, object, watched).await {
                 Ok(known) => sync(ctx, object, known).await,
                 Err(e) => Err(e),
             };
