@@ -161,6 +161,7 @@ where
     K: Resource + Clone + Debug + Send + Sync + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
 {
+    let store = writer.as_reader();
     tokio::spawn(async move {
         let mut events = std::pin::pin!(
             events
@@ -168,12 +169,24 @@ where
                 // managedFields are most of an object's metadata and nothing here reads them.
                 .modify(|obj| obj.managed_fields_mut().clear())
                 .reflect(writer)
-                .touched_objects()
         );
+        let mut relisted: Vec<String> = Vec::new();
         while let Some(event) = events.next().await {
             match event {
-                Ok(obj) => {
+                Ok(Event::Apply(obj) | Event::Delete(obj)) => {
                     if let Some(key) = key_of(&obj) {
+                        queue.add(&key);
+                    }
+                }
+                // The store takes a relist in only once it is complete, so its keys are queued
+                // then (a reconcile before would still read the old list), with the keys of the
+                // old list: what vanished while the watch was down is looked at too.
+                Ok(Event::Init) => {
+                    relisted = store.state().iter().filter_map(|obj| key_of(obj)).collect();
+                }
+                Ok(Event::InitApply(obj)) => relisted.extend(key_of(&obj)),
+                Ok(Event::InitDone) => {
+                    for key in relisted.drain(..) {
                         queue.add(&key);
                     }
                 }
