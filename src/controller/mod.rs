@@ -43,8 +43,8 @@ pub struct Context {
 enum Recall {
     /// Rendered the same since: in sync. For workloads, the health fields last read.
     InSync(Option<Arc<serde_json::Value>>),
-    /// Rendered differently since (a rollout): flotilla's own object, to be updated; no need to
-    /// read it first.
+    /// Rendered differently since (its namespace's labels or annotations changed what the
+    /// templates produce): flotilla's own object, to be updated without reading it first.
     Outdated,
 }
 
