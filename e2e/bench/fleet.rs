@@ -39,7 +39,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-use tracker::{Tracker, all_present, count_present};
+use tracker::{Tracker, count_present};
 
 /// The bench's opt-in label (value `on`) and flotilla instance.
 const LABEL: &str = "bench.flotilla.dev/fleet";
@@ -403,11 +403,15 @@ async fn limit_baseline(
         .await;
     let revision = renderer.revision().to_string();
     let seen = tracker
-        .wait(bench.timeout, Duration::from_millis(50), |live| {
-            all_present(live, &expected, Some(&revision))
-        })
+        .wait_all(
+            scenario,
+            bench.timeout,
+            Duration::from_millis(50),
+            &expected,
+            Some(&revision),
+        )
         .await;
-    let seconds = seen.map_or_else(|| t0.elapsed(), |t| t - t0).as_secs_f64();
+    let seconds = (seen - t0).as_secs_f64();
     let cp = probe.finish(&cluster.admin, seconds).await;
     let (cpu, _) = usage.read();
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -651,23 +655,18 @@ async fn main() {
     probe.flotilla(flotilla.pid(), true);
     let usage = procstat::Usage::since_start(flotilla.pid());
     let t_deploy = tracker
-        .wait(bench.timeout, big, |live| {
-            all_present(live, &fleet_deployments, None)
-        })
+        .wait_all(
+            "cold converge",
+            bench.timeout,
+            big,
+            &fleet_deployments,
+            None,
+        )
         .await;
     flotilla.assert_running();
     let t_all = tracker
-        .wait(bench.timeout, big, |live| {
-            all_present(live, &fleet_keys, None)
-        })
-        .await
-        .unwrap_or_else(|| {
-            let have = tracker.with(|live| count_present(live, &fleet_keys, None));
-            panic!(
-                "cold converge: {have}/{} objects after the timeout",
-                fleet_keys.len()
-            )
-        });
+        .wait_all("cold converge", bench.timeout, big, &fleet_keys, None)
+        .await;
     let cold_seconds = (t_all - flotilla.started).as_secs_f64();
     let cp_cold = probe.finish(&cluster.admin, cold_seconds).await;
     let (cpu, rss) = usage.read();
@@ -688,7 +687,7 @@ async fn main() {
             format!(
                 "from process start; all Deployments (applied last) at {:.3} s, all {} objects at {cold_seconds:.3} s; \
                  flotilla logged 'initial sync complete' after {}",
-                t_deploy.map_or(f64::NAN, |t| (t - flotilla.started).as_secs_f64()),
+                (t_deploy - flotilla.started).as_secs_f64(),
                 fleet_keys.len(),
                 initial_sync_elapsed(&flotilla.log).unwrap_or_else(|| "-".into())
             ),
@@ -785,11 +784,8 @@ async fn main() {
         let t0 = Instant::now();
         label_namespace(&cluster.admin, ns, Some("on")).await;
         let t = tracker
-            .wait(Duration::from_secs(60), small, |live| {
-                all_present(live, &keys, None)
-            })
-            .await
-            .unwrap_or_else(|| panic!("reaction: {ns} not stamped within 60 s"));
+            .wait_all(ns, Duration::from_secs(60), small, &keys, None)
+            .await;
         latencies.push((t - t0).as_secs_f64());
         let next = t0 + spacing;
         tokio::time::sleep(next.saturating_duration_since(Instant::now())).await;
@@ -861,18 +857,18 @@ async fn main() {
     probe.flotilla(flotilla.pid(), true);
     let usage = procstat::Usage::since_start(flotilla.pid());
     let t_deploy = tracker
-        .wait(bench.timeout, big, |live| {
-            all_present(live, &fleet_deployments, Some(&revision))
-        })
-        .await
-        .expect("rollout: every Deployment at the new revision");
+        .wait_all(
+            "rollout",
+            bench.timeout,
+            big,
+            &fleet_deployments,
+            Some(&revision),
+        )
+        .await;
     flotilla.assert_running();
     let t_all = tracker
-        .wait(bench.timeout, big, |live| {
-            all_present(live, &fleet_keys, Some(&revision))
-        })
-        .await
-        .expect("rollout: every object at the new revision");
+        .wait_all("rollout", bench.timeout, big, &fleet_keys, Some(&revision))
+        .await;
     let rollout_seconds = (t_deploy - flotilla.started).as_secs_f64();
     let cp_rollout = probe.finish(&cluster.admin, rollout_seconds).await;
     let (cpu, rss) = usage.read();
@@ -916,17 +912,8 @@ async fn main() {
     create_namespaces(&cluster.admin, &burst, true).await;
     let created = t0.elapsed().as_secs_f64();
     let t_all = tracker
-        .wait(bench.timeout, big, |live| {
-            all_present(live, &burst_keys, None)
-        })
-        .await
-        .unwrap_or_else(|| {
-            let have = tracker.with(|live| count_present(live, &burst_keys, None));
-            panic!(
-                "burst: {have}/{} objects after the timeout",
-                burst_keys.len()
-            )
-        });
+        .wait_all("burst", bench.timeout, big, &burst_keys, None)
+        .await;
     let burst_seconds = (t_all - t0).as_secs_f64();
     let cp_burst = probe.finish(&cluster.admin, burst_seconds).await;
     let (cpu, rss) = usage.read();

@@ -125,6 +125,24 @@ impl Tracker {
         }
     }
 
+    /// Waits until every one of `keys` is live (at `revision`, if given); returns when that was
+    /// first seen, or panics naming `what` and how many were after `limit`.
+    pub async fn wait_all(
+        &self,
+        what: &str,
+        limit: Duration,
+        every: Duration,
+        keys: &[ObjectKey],
+        revision: Option<&str>,
+    ) -> Instant {
+        self.wait(limit, every, |live| all_present(live, keys, revision))
+            .await
+            .unwrap_or_else(|| {
+                let have = self.with(|live| count_present(live, keys, revision));
+                panic!("{what}: {have}/{} objects after {limit:?}", keys.len())
+            })
+    }
+
     pub fn with<T>(&self, f: impl FnOnce(&Live) -> T) -> T {
         f(&self.live.lock().unwrap())
     }
@@ -139,7 +157,7 @@ impl Drop for Tracker {
 }
 
 /// All of `keys` exist (at `revision`, if given).
-pub fn all_present(live: &Live, keys: &[ObjectKey], revision: Option<&str>) -> bool {
+fn all_present(live: &Live, keys: &[ObjectKey], revision: Option<&str>) -> bool {
     keys.iter().all(|k| match (live.get(k), revision) {
         (Some(r), Some(want)) => r == want,
         (Some(_), None) => true,

@@ -64,13 +64,7 @@ async fn namespaces_deleted_or_unlabelled_while_flotilla_was_down_are_reaped_on_
     assert!(took < Duration::from_secs(30), "{took:?}");
     let entries: Api<ConfigMap> = Api::namespaced(client.clone(), FLOTILLA_NAMESPACE);
     for name in &deleted {
-        assert!(
-            entries
-                .get_opt(&format!("{name}-fleet-entry"))
-                .await
-                .unwrap()
-                .is_none()
-        );
+        assert!(absent(&entries, &format!("{name}-fleet-entry")).await);
     }
     // The namespace that stayed opted in keeps everything.
     assert_eq!(

@@ -73,6 +73,14 @@ pub async fn admin() -> Client {
     client_for(&env().admin_kubeconfig).await
 }
 
+/// Whether no object named `name` exists where `api` looks.
+pub async fn absent<K>(api: &Api<K>, name: &str) -> bool
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.get_opt(name).await.unwrap().is_none()
+}
+
 /// Polls `check` until it returns Some, or panics naming `what` after 60 s.
 pub async fn eventually<T, F, Fut>(what: &str, check: F) -> T
 where

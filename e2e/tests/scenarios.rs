@@ -127,13 +127,7 @@ async fn deleting_the_namespace_reaps_everything_also_outside_it() {
     assert!(outside.get("nsdelete-a-fleet-entry").await.is_ok());
     delete_namespaces(&client, &["nsdelete-a"]).await;
     fleet.wait_reaped(&client, "nsdelete-a").await;
-    assert!(
-        outside
-            .get_opt("nsdelete-a-fleet-entry")
-            .await
-            .unwrap()
-            .is_none()
-    );
+    assert!(absent(&outside, "nsdelete-a-fleet-entry").await);
 }
 
 #[tokio::test]
