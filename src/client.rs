@@ -8,8 +8,9 @@ use std::time::Duration;
 use tower::limit::RateLimitLayer;
 
 pub struct Clients {
-    /// At most `apiBurst` requests in any window of `apiBurst / apiQps` seconds: `apiQps` on
-    /// average, a burst of `apiBurst` at once. Requests over the limit wait; none fail.
+    /// At most `apiBurst` requests per window of `apiBurst / apiQps` seconds, the windows one
+    /// after the other: `apiQps` on average, a burst of `apiBurst` at once (twice that across a
+    /// window boundary). Requests over the limit wait; none fail.
     pub work: kube::Client,
     /// A renewal every few seconds; not limited.
     pub lease: kube::Client,
