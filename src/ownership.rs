@@ -19,6 +19,16 @@ pub fn watch_selector(instance: &str) -> String {
     format!("{MANAGED_BY}={MANAGED_BY_VALUE},{INSTANCE}={instance}")
 }
 
+/// Everything that carries this instance's label: what it stamped, and what only claims to be.
+pub fn instance_selector(instance: &str) -> String {
+    format!("{INSTANCE}={instance}")
+}
+
+/// Everything else (`!=` also matches objects without the label).
+pub fn foreign_selector(instance: &str) -> String {
+    format!("{INSTANCE}!={instance}")
+}
+
 /// The labels stamped on every object rendered for `namespace`.
 pub fn labels(instance: &str, namespace: &str) -> [(&'static str, String); 3] {
     [

@@ -94,6 +94,12 @@ impl Bench {
     }
 }
 
+/// Adds a scenario's row to the table, and says how it went as soon as it is known.
+fn record(rows: &mut Vec<Row>, row: Row) {
+    eprintln!("bench: {}: {:.3} s", row.scenario, row.seconds);
+    rows.push(row);
+}
+
 fn names(prefix: &str, n: usize) -> Vec<String> {
     (0..n).map(|i| format!("{prefix}-{i:04}")).collect()
 }
@@ -608,14 +614,21 @@ async fn main() {
             names: &fleet,
         };
         eprintln!("bench: limit baseline");
-        rows.push(limit_baseline(&run, LIMIT, &renderer, &mut audit).await);
+        record(
+            &mut rows,
+            limit_baseline(&run, LIMIT, &renderer, &mut audit).await,
+        );
         eprintln!("bench: limit baseline, rollout");
-        rows.push(limit_baseline(&run, LIMIT_ROLLOUT, &renderer_b, &mut audit).await);
+        record(
+            &mut rows,
+            limit_baseline(&run, LIMIT_ROLLOUT, &renderer_b, &mut audit).await,
+        );
         eprintln!(
             "bench: script baseline on {} namespaces",
             script_names.len()
         );
-        rows.push(
+        record(
+            &mut rows,
             script_baseline(
                 &bench,
                 &cluster,
@@ -674,29 +687,32 @@ async fn main() {
     let window = audit.take();
     let (found, _) = verify(&cluster.admin, &fleet_keys, None).await;
     assert_eq!(found, fleet_keys.len(), "cold converge: objects missing");
-    rows.push(Row {
-        scenario: "flotilla cold converge",
-        n,
-        objects: fleet_keys.len(),
-        seconds: cold_seconds,
-        throughput: true,
-        rss_mib: rss,
-        cpu_s: cpu,
-        verbs: window.verbs_of(Actor::Flotilla),
-        notes: vec![
-            format!(
-                "from process start; all Deployments (applied last) at {:.3} s, all {} objects at {cold_seconds:.3} s; \
+    record(
+        &mut rows,
+        Row {
+            scenario: "flotilla cold converge",
+            n,
+            objects: fleet_keys.len(),
+            seconds: cold_seconds,
+            throughput: true,
+            rss_mib: rss,
+            cpu_s: cpu,
+            verbs: window.verbs_of(Actor::Flotilla),
+            notes: vec![
+                format!(
+                    "from process start; all Deployments (applied last) at {:.3} s, all {} objects at {cold_seconds:.3} s; \
                  flotilla logged 'initial sync complete' after {}",
-                (t_deploy - flotilla.started).as_secs_f64(),
-                fleet_keys.len(),
-                initial_sync_elapsed(&flotilla.log).unwrap_or_else(|| "-".into())
-            ),
-            format!(
-                "verified by LIST: {found}/{}; requests counted until 1 s after convergence; {idle}{cp_cold}",
-                fleet_keys.len()
-            ),
-        ],
-    });
+                    (t_deploy - flotilla.started).as_secs_f64(),
+                    fleet_keys.len(),
+                    initial_sync_elapsed(&flotilla.log).unwrap_or_else(|| "-".into())
+                ),
+                format!(
+                    "verified by LIST: {found}/{}; requests counted until 1 s after convergence; {idle}{cp_cold}",
+                    fleet_keys.len()
+                ),
+            ],
+        },
+    );
 
     // Steady state, with at least one full resync in the window.
     eprintln!(
@@ -730,38 +746,49 @@ async fn main() {
         .map(|t| format!("+{:.0} s", (t - w0).as_secs_f64()))
         .collect();
     let in_sync = flotilla.count_log(log0, log1, "in sync");
-    rows.push(Row {
-        scenario: "flotilla steady state",
-        n,
-        objects: fleet_keys.len(),
-        seconds: (w1 - w0).as_secs_f64(),
-        throughput: false,
-        rss_mib: rss,
-        cpu_s: cpu,
-        verbs: window.verbs_of(Actor::Flotilla),
-        notes: vec![
-            format!(
-                "writes by flotilla to stamped kinds + namespaces (audit): {flotilla_writes}; all its writes: {}; \
+    record(
+        &mut rows,
+        Row {
+            scenario: "flotilla steady state",
+            n,
+            objects: fleet_keys.len(),
+            seconds: (w1 - w0).as_secs_f64(),
+            throughput: false,
+            rss_mib: rss,
+            cpu_s: cpu,
+            verbs: window.verbs_of(Actor::Flotilla),
+            notes: vec![
+                format!(
+                    "writes by flotilla to stamped kinds + namespaces (audit): {flotilla_writes}; all its writes: {}; \
                  API server writes to stamped kinds + namespaces \
                  (apiserver_request_total): {} ({})",
-                window.describe_writes(Actor::Flotilla),
-                metrics::total(&apiserver_writes),
-                report::verbs(&apiserver_writes),
-            ),
-            format!(
-                "writes by kube-controller-manager in the window (audit): {} ({})",
-                window.writes_of(Actor::ControllerManager),
-                window.describe_writes(Actor::ControllerManager)
-            ),
-            format!(
-                "cluster {} after waiting {waited:.0} s; full resync (every {RESYNC_SECONDS} s) at {} into the window; \
+                    window.describe_writes(Actor::Flotilla),
+                    metrics::total(&apiserver_writes),
+                    report::verbs(&apiserver_writes),
+                ),
+                format!(
+                    "writes by kube-controller-manager in the window (audit): {} ({})",
+                    window.writes_of(Actor::ControllerManager),
+                    window.describe_writes(Actor::ControllerManager)
+                ),
+                format!(
+                    "cluster {} after waiting {waited:.0} s; full resync (every {RESYNC_SECONDS} s) at {} into the window; \
                  {in_sync} 'in sync' reconciles logged in the window; {}",
-                if quiet { "quiet (no writes but Lease renewals for 5 s)" } else { "NOT quiet (BENCH_QUIET_MAX_SECONDS reached)" },
-                if resyncs.is_empty() { "-".to_string() } else { resyncs.join(", ") },
-                cp_steady
-            ),
-        ],
-    });
+                    if quiet {
+                        "quiet (no writes but Lease renewals for 5 s)"
+                    } else {
+                        "NOT quiet (BENCH_QUIET_MAX_SECONDS reached)"
+                    },
+                    if resyncs.is_empty() {
+                        "-".to_string()
+                    } else {
+                        resyncs.join(", ")
+                    },
+                    cp_steady
+                ),
+            ],
+        },
+    );
 
     // Reaction: one more namespace opts in, in a fleet of N.
     // Trials spread over one full resync period, so that one of them meets the resync (as some
@@ -811,29 +838,32 @@ async fn main() {
         percentile(&sorted, 99.0),
         sorted[sorted.len() - 1],
     );
-    rows.push(Row {
-        scenario: "flotilla reaction",
-        n,
-        objects: per_namespace,
-        seconds: p50,
-        throughput: false,
-        rss_mib: rss,
-        cpu_s: cpu,
-        verbs: window.verbs_of(Actor::Flotilla),
-        notes: vec![
-            format!(
-                "label patch -> all {per_namespace} objects seen by watch; {REACTION_TRIALS} trials over one resync \
+    record(
+        &mut rows,
+        Row {
+            scenario: "flotilla reaction",
+            n,
+            objects: per_namespace,
+            seconds: p50,
+            throughput: false,
+            rss_mib: rss,
+            cpu_s: cpu,
+            verbs: window.verbs_of(Actor::Flotilla),
+            notes: vec![
+                format!(
+                    "label patch -> all {per_namespace} objects seen by watch; {REACTION_TRIALS} trials over one resync \
                  period ({RESYNC_SECONDS} s): p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms, min {:.0} ms \
                  (seconds column: p50); slowest trials: {}",
-                p50 * 1000.0,
-                p99 * 1000.0,
-                max * 1000.0,
-                sorted[0] * 1000.0,
-                slowest
-            ),
-            format!("{idle}{cp_reaction}"),
-        ],
-    });
+                    p50 * 1000.0,
+                    p99 * 1000.0,
+                    max * 1000.0,
+                    sorted[0] * 1000.0,
+                    slowest
+                ),
+                format!("{idle}{cp_reaction}"),
+            ],
+        },
+    );
     // Back to a fleet of exactly N for the rollout.
     let react_keys = keys(&renderer, &react);
     futures::stream::iter(&react)
@@ -876,28 +906,31 @@ async fn main() {
     let window = audit.take();
     let (found, with_image) = verify(&cluster.admin, &fleet_keys, Some(&new_image)).await;
     assert_eq!(with_image, n, "rollout: Deployments without the new image");
-    rows.push(Row {
-        scenario: "flotilla rollout",
-        n,
-        objects: fleet_keys.len(),
-        seconds: rollout_seconds,
-        throughput: true,
-        rss_mib: rss,
-        cpu_s: cpu,
-        verbs: window.verbs_of(Actor::Flotilla),
-        notes: vec![
-            format!(
-                "restart with values.controllerImage={new_image}: from process start until every Deployment \
+    record(
+        &mut rows,
+        Row {
+            scenario: "flotilla rollout",
+            n,
+            objects: fleet_keys.len(),
+            seconds: rollout_seconds,
+            throughput: true,
+            rss_mib: rss,
+            cpu_s: cpu,
+            verbs: window.verbs_of(Actor::Flotilla),
+            notes: vec![
+                format!(
+                    "restart with values.controllerImage={new_image}: from process start until every Deployment \
                  has it ({rollout_seconds:.3} s); every object at the new revision at {:.3} s \
                  (the revision annotation changes on all {per_namespace} objects per namespace)",
-                (t_all - flotilla.started).as_secs_f64()
-            ),
-            format!(
-                "verified by LIST: {with_image}/{n} Deployments run the new image, {found}/{} objects exist; {idle}{cp_rollout}",
-                fleet_keys.len()
-            ),
-        ],
-    });
+                    (t_all - flotilla.started).as_secs_f64()
+                ),
+                format!(
+                    "verified by LIST: {with_image}/{n} Deployments run the new image, {found}/{} objects exist; {idle}{cp_rollout}",
+                    fleet_keys.len()
+                ),
+            ],
+        },
+    );
 
     // Burst: N new namespaces, opted in at creation, while flotilla runs.
     eprintln!("bench: burst");
@@ -921,23 +954,26 @@ async fn main() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     let window = audit.take();
     let (found, _) = verify(&cluster.admin, &burst_keys, None).await;
-    rows.push(Row {
-        scenario: "flotilla burst",
-        n,
-        objects: burst_keys.len(),
-        seconds: burst_seconds,
-        throughput: true,
-        rss_mib: rss,
-        cpu_s: cpu,
-        verbs: window.verbs_of(Actor::Flotilla),
-        notes: vec![format!(
-            "{n} new namespaces created opted-in ({SETUP_CONCURRENCY} at once, all created after {created:.1} s) \
+    record(
+        &mut rows,
+        Row {
+            scenario: "flotilla burst",
+            n,
+            objects: burst_keys.len(),
+            seconds: burst_seconds,
+            throughput: true,
+            rss_mib: rss,
+            cpu_s: cpu,
+            verbs: window.verbs_of(Actor::Flotilla),
+            notes: vec![format!(
+                "{n} new namespaces created opted-in ({SETUP_CONCURRENCY} at once, all created after {created:.1} s) \
              while flotilla ran a fleet of {n}; from the first create until all {} objects exist; \
              verified by LIST: {found}/{}; {idle}{cp_burst}",
-            burst_keys.len(),
-            burst_keys.len()
-        )],
-    });
+                burst_keys.len(),
+                burst_keys.len()
+            )],
+        },
+    );
     flotilla.stop();
     drop(tracker);
     cluster.down();

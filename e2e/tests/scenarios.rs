@@ -213,6 +213,87 @@ async fn an_object_flotilla_did_not_stamp_is_never_touched() {
     delete_namespaces(&client, &["collide-a"]).await;
 }
 
+/// flotilla knows a name is free from its watches rather than by reading each object before
+/// creating it; these are the cases that knowledge must get right while it runs.
+#[tokio::test]
+async fn a_name_taken_while_flotilla_runs_is_left_alone_and_stamped_once_freed() {
+    let client = admin().await;
+    let fleet = Fleet::new("taken");
+    let rendered = fleet.render("taken-a", &[]).len();
+    fleet.namespace(&client, "taken-a", true).await;
+    let flotilla = fleet.start();
+    // Stamped once: the watches of every rendered name are running from here on.
+    fleet.wait_stamped(&client, "taken-a").await;
+    let theirs = |team: &str| ConfigMap {
+        metadata: ObjectMeta {
+            name: Some("workflow-controller-configmap".into()),
+            labels: Some(BTreeMap::from([("owner".into(), team.into())])),
+            ..ObjectMeta::default()
+        },
+        data: Some(BTreeMap::from([("instanceID".into(), team.into())])),
+        ..ConfigMap::default()
+    };
+
+    // Their object created a moment before the opt-in, in several namespaces at once.
+    let late = ["taken-b", "taken-c", "taken-d"];
+    let mut before = Vec::new();
+    for ns in late {
+        fleet.namespace(&client, ns, false).await;
+        let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+        before.push(
+            cms.create(&PostParams::default(), &theirs(ns))
+                .await
+                .unwrap(),
+        );
+        fleet.set_opt_in(&client, ns, Some("on")).await;
+    }
+    for (ns, before) in late.iter().zip(&before) {
+        eventually("the rest of the set to be stamped", || async {
+            let n = fleet.stamped_for(&client, ns).await.len();
+            (n == rendered - 1).then_some(())
+        })
+        .await;
+        let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+        let after = cms.get("workflow-controller-configmap").await.unwrap();
+        assert_eq!(after.resource_version(), before.resource_version(), "{ns}");
+        assert_eq!(after.metadata.labels, before.metadata.labels, "{ns}");
+    }
+
+    // Freed by its owner: flotilla stamps its own at once, not at the next full resync (600 s).
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "taken-b");
+    cms.delete("workflow-controller-configmap", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually_within(
+        Duration::from_secs(30),
+        "the freed name to be stamped",
+        || async {
+            let n = fleet.stamped_for(&client, "taken-b").await.len();
+            (n == rendered).then_some(())
+        },
+    )
+    .await;
+
+    // An object of flotilla's that someone took the namespace label off is no longer its own:
+    // it is neither pruned nor taken back.
+    let roles: Api<k8s_openapi::api::rbac::v1::Role> = Api::namespaced(client.clone(), "taken-a");
+    let detach = serde_json::json!({"metadata": {"labels": {"flotilla.dev/namespace": null}}});
+    let detached = roles
+        .patch("argo-role", &PatchParams::default(), &merge(detach))
+        .await
+        .unwrap();
+    eventually("the detached Role to be reported", || async {
+        flotilla
+            .logs()
+            .contains("argo-role exists and was not created by flotilla")
+            .then_some(())
+    })
+    .await;
+    let kept = roles.get("argo-role").await.unwrap();
+    assert_eq!(kept.resource_version(), detached.resource_version());
+    delete_namespaces(&client, &["taken-a", "taken-b", "taken-c", "taken-d"]).await;
+}
+
 #[tokio::test]
 async fn template_and_values_changes_roll_out_to_every_namespace() {
     let client = admin().await;

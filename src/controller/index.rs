@@ -1,12 +1,12 @@
 //! What the watches know of stamped objects, indexed by the namespace each was stamped for, so a
 //! reconcile finds its objects in time proportional to their number, not to the fleet's.
-//! Fed by one kind's watch events; pure bookkeeping, no I/O.
+//! Fed by one kind's watch of everything labelled with this instance; pure bookkeeping, no I/O.
 
 use crate::kinds::Kind;
 use crate::object::ObjectKey;
-use crate::ownership;
+use crate::ownership::{self, Owner};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 /// A stamped object as the watch last saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,9 +19,13 @@ pub struct Observed {
 }
 
 impl Observed {
-    /// `None` for an object without the label naming its namespace: nobody's, so never touched.
-    fn from_meta(kind: Kind, meta: &ObjectMeta) -> Option<Observed> {
-        let stamped_for = meta.labels.as_ref()?.get(ownership::FOR_NAMESPACE)?.clone();
+    /// `None` for an object that carries this instance's label but not the rest of what marks
+    /// a stamped object (say, someone removed the label naming its namespace): nobody's.
+    fn from_meta(kind: Kind, instance: &str, meta: &ObjectMeta) -> Option<Observed> {
+        let Owner::Stamped(stamped_for) = ownership::owner(meta.labels.as_ref(), instance) else {
+            return None;
+        };
+        let stamped_for = stamped_for.to_string();
         Some(Observed {
             key: ObjectKey {
                 kind,
@@ -35,65 +39,105 @@ impl Observed {
     }
 }
 
+/// What a metadata watch keeps up to date, event by event; each change returns the namespaces
+/// to reconcile because of it.
+pub trait Bookkeeper {
+    fn apply(&mut self, meta: &ObjectMeta) -> Vec<String>;
+    fn delete(&mut self, meta: &ObjectMeta) -> Vec<String>;
+    /// The watch (re)starts with a full list: until it is complete, the old view answers.
+    fn relist_started(&mut self);
+    fn relisted(&mut self, meta: &ObjectMeta);
+    fn relist_done(&mut self) -> Vec<String>;
+}
+
 /// One kind's stamped objects. Each change returns the namespaces whose objects it changed.
 #[derive(Debug)]
 pub struct KindIndex {
     kind: Kind,
+    instance: String,
     objects: HashMap<ObjectKey, Observed>,
     by_namespace: HashMap<String, BTreeSet<ObjectKey>>,
-    /// Objects listed since the watch (re)started; replace `objects` once the list is complete.
-    relist: Option<HashMap<ObjectKey, Observed>>,
+    /// Objects with this instance's label that are not stamped objects: never touched, and
+    /// their names are taken.
+    unowned: HashSet<ObjectKey>,
+    /// What has been listed since the watch (re)started; replaces the above once complete.
+    relist: Option<(HashMap<ObjectKey, Observed>, HashSet<ObjectKey>)>,
     /// Has seen one complete list.
     listed: bool,
 }
 
+fn key_of(kind: Kind, meta: &ObjectMeta) -> ObjectKey {
+    ObjectKey {
+        kind,
+        namespace: meta.namespace.clone().unwrap_or_default(),
+        name: meta.name.clone().unwrap_or_default(),
+    }
+}
+
 impl KindIndex {
-    pub fn new(kind: Kind) -> KindIndex {
+    pub fn new(kind: Kind, instance: &str) -> KindIndex {
         KindIndex {
             kind,
+            instance: instance.to_string(),
             objects: HashMap::new(),
             by_namespace: HashMap::new(),
+            unowned: HashSet::new(),
             relist: None,
             listed: false,
         }
     }
 
-    pub fn apply(&mut self, meta: &ObjectMeta) -> Vec<String> {
-        let Some(observed) = Observed::from_meta(self.kind, meta) else {
-            // It lost its label: whatever it was stamped for must look again.
-            return self.delete(meta);
+    /// Whether the watch shows an object at `key`, stamped or not.
+    pub fn holds(&self, key: &ObjectKey) -> bool {
+        self.objects.contains_key(key) || self.unowned.contains(key)
+    }
+}
+
+impl Bookkeeper for KindIndex {
+    fn apply(&mut self, meta: &ObjectMeta) -> Vec<String> {
+        let Some(observed) = Observed::from_meta(self.kind, &self.instance, meta) else {
+            // It lost a label: whatever it was stamped for must look again.
+            let key = key_of(self.kind, meta);
+            let touched = self.remove(&key).into_iter().collect();
+            self.unowned.insert(key);
+            return touched;
         };
+        self.unowned.remove(&observed.key);
         let mut touched = vec![observed.stamped_for.clone()];
         touched.extend(self.insert(observed));
         touched
     }
 
-    pub fn delete(&mut self, meta: &ObjectMeta) -> Vec<String> {
-        let key = ObjectKey {
-            kind: self.kind,
-            namespace: meta.namespace.clone().unwrap_or_default(),
-            name: meta.name.clone().unwrap_or_default(),
-        };
+    fn delete(&mut self, meta: &ObjectMeta) -> Vec<String> {
+        let key = key_of(self.kind, meta);
+        self.unowned.remove(&key);
         self.remove(&key).into_iter().collect()
     }
 
-    pub fn relist_started(&mut self) {
-        self.relist = Some(HashMap::new());
+    fn relist_started(&mut self) {
+        self.relist = Some((HashMap::new(), HashSet::new()));
     }
 
-    pub fn relisted(&mut self, meta: &ObjectMeta) {
-        if let (Some(relist), Some(observed)) =
-            (self.relist.as_mut(), Observed::from_meta(self.kind, meta))
-        {
-            relist.insert(observed.key.clone(), observed);
+    fn relisted(&mut self, meta: &ObjectMeta) {
+        let Some((stamped, unowned)) = self.relist.as_mut() else {
+            return;
+        };
+        match Observed::from_meta(self.kind, &self.instance, meta) {
+            Some(observed) => {
+                stamped.insert(observed.key.clone(), observed);
+            }
+            None => {
+                unowned.insert(key_of(self.kind, meta));
+            }
         }
     }
 
     /// Swaps in the complete list. Returns the namespaces whose objects differ from before: what
     /// changed while the watch was down. The first list returns none (everything is new and the
     /// operator looks at every namespace on start anyway).
-    pub fn relist_done(&mut self) -> Vec<String> {
-        let listed = self.relist.take().unwrap_or_default();
+    fn relist_done(&mut self) -> Vec<String> {
+        let (listed, unowned) = self.relist.take().unwrap_or_default();
+        self.unowned = unowned;
         let first = !self.listed;
         self.listed = true;
         let mut touched = BTreeSet::new();
@@ -117,7 +161,9 @@ impl KindIndex {
         }
         touched.into_iter().collect()
     }
+}
 
+impl KindIndex {
     /// This kind's objects stamped for `namespace`.
     pub fn stamped_for(&self, namespace: &str) -> impl Iterator<Item = &Observed> {
         self.by_namespace
@@ -163,15 +209,33 @@ mod tests {
     use super::*;
     use std::collections::BTreeMap;
 
+    /// With this instance's labels; `stamped_for: None` leaves out the one naming the namespace.
     fn meta(namespace: &str, name: &str, stamped_for: Option<&str>, rv: &str) -> ObjectMeta {
+        let mut labels: BTreeMap<String, String> = ownership::labels(INSTANCE, "")
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        match stamped_for {
+            Some(ns) => labels.insert(ownership::FOR_NAMESPACE.to_string(), ns.to_string()),
+            None => labels.remove(ownership::FOR_NAMESPACE),
+        };
         ObjectMeta {
             namespace: Some(namespace.into()),
             name: Some(name.into()),
             uid: Some(format!("uid-{namespace}-{name}")),
             resource_version: Some(rv.into()),
-            labels: stamped_for
-                .map(|ns| BTreeMap::from([(ownership::FOR_NAMESPACE.to_string(), ns.to_string())])),
+            labels: Some(labels),
             ..ObjectMeta::default()
+        }
+    }
+
+    const INSTANCE: &str = "fleet";
+
+    fn key(namespace: &str, name: &str) -> ObjectKey {
+        ObjectKey {
+            kind: Kind::ConfigMap,
+            namespace: namespace.into(),
+            name: name.into(),
         }
     }
 
@@ -183,7 +247,7 @@ mod tests {
     }
 
     fn ready() -> KindIndex {
-        let mut index = KindIndex::new(Kind::ConfigMap);
+        let mut index = KindIndex::new(Kind::ConfigMap, INSTANCE);
         index.relist_started();
         assert!(index.relist_done().is_empty());
         index
@@ -232,9 +296,31 @@ mod tests {
         );
         assert!(names(&index, "a").is_empty());
         assert_eq!(names(&index, "b"), ["shared/cm"]);
-        // Losing the label entirely removes it from the index.
+        // Losing the label naming its namespace removes it from the index; its name stays taken.
         assert_eq!(index.apply(&meta("shared", "cm", None, "3")), ["b"]);
         assert!(names(&index, "b").is_empty());
+        assert!(index.holds(&key("shared", "cm")));
+        assert!(index.delete(&meta("shared", "cm", None, "4")).is_empty());
+        assert!(!index.holds(&key("shared", "cm")));
+    }
+
+    #[test]
+    fn an_object_of_another_manager_with_this_instances_label_is_held_but_not_stamped() {
+        let mut index = ready();
+        let mut claimed = meta("a", "cm", Some("a"), "1");
+        if let Some(labels) = claimed.labels.as_mut() {
+            labels.insert(ownership::MANAGED_BY.into(), "helm".into());
+        }
+        assert!(index.apply(&claimed).is_empty());
+        assert!(names(&index, "a").is_empty());
+        assert!(index.holds(&key("a", "cm")));
+        assert!(!index.holds(&key("a", "other")));
+        // A relist that no longer shows it frees the name.
+        index.relist_started();
+        index.relisted(&meta("a", "other", None, "2"));
+        index.relist_done();
+        assert!(!index.holds(&key("a", "cm")));
+        assert!(index.holds(&key("a", "other")));
     }
 
     #[test]
@@ -257,7 +343,7 @@ mod tests {
 
     #[test]
     fn the_first_list_fills_the_index_without_touching() {
-        let mut index = KindIndex::new(Kind::ConfigMap);
+        let mut index = KindIndex::new(Kind::ConfigMap, INSTANCE);
         index.relist_started();
         index.relisted(&meta("a", "cm", Some("a"), "1"));
         index.relisted(&meta("a", "unlabelled", None, "1"));

@@ -6,6 +6,7 @@ mod queue;
 mod reconcile;
 mod run;
 mod settled;
+mod taken;
 mod watches;
 mod worker;
 

@@ -310,9 +310,15 @@ async fn sync(
         Some(Recall::InSync(workload)) => return Ok((Synced::InSync, workload)),
         Some(Recall::Outdated) => Synced::Updated,
         None => {
-            let live = api::get(&ctx.client, &object.key, api::Read::WatchCache)
-                .await
-                .map_err(Error::on("get", &object.key))?;
+            // Nothing there, stamped or not, as the watches show it: nothing to read. (A new
+            // fleet is all such objects; reading each first would double its requests.)
+            let live = if ctx.stores.vacant(&object.key) {
+                None
+            } else {
+                api::get(&ctx.client, &object.key, api::Read::WatchCache)
+                    .await
+                    .map_err(Error::on("get", &object.key))?
+            };
             match plan::decide(object, live.as_ref(), &ctx.config.instance) {
                 Decision::InSync => {
                     let live = live.map(Arc::new);

@@ -50,7 +50,13 @@ pub async fn run(
     // Leadership gates writes only: a standby watches and keeps its caches warm.
     let (leader_tx, leader_rx) = watch::channel(!config.leader_election.enabled);
     let (stop_tx, mut stop_rx) = watch::channel(false);
-    let election = config.leader_election.enabled.then(|| {
+    // Without an election this replica always leads. Its sender lives as long as `run`: a
+    // closed channel tells the workers that leadership can never come again, i.e. shutdown.
+    let mut always_leading = None;
+    let election = if !config.leader_election.enabled {
+        always_leading = Some(leader_tx);
+        None
+    } else {
         let api = kube::Api::namespaced(clients.lease, &config.namespace);
         let lease = LeaseConfig {
             name: config.instance.clone(),
@@ -58,10 +64,15 @@ pub async fn run(
             duration: Duration::from_secs(config.leader_election.lease_duration_seconds),
         };
         tracing::info!(lease = %lease.name, identity = %lease.identity, "waiting for leadership");
-        tokio::spawn(lease::run(api, lease, leader_tx, async move {
-            let _ = stop_rx.wait_for(|stop| *stop).await;
-        }))
-    });
+        Some(tokio::spawn(lease::run(
+            api,
+            lease,
+            leader_tx,
+            async move {
+                let _ = stop_rx.wait_for(|stop| *stop).await;
+            },
+        )))
+    };
 
     let resync = Duration::from_secs(config.resync_seconds);
     let workers = config.concurrency;
@@ -97,12 +108,18 @@ pub async fn run(
         // Releasing the lease lets a standby take over at once instead of after it expires.
         let _ = tokio::time::timeout(Duration::from_secs(5), election).await;
     }
+    drop(always_leading);
     Ok(())
 }
 
-/// Waits until this replica leads.
-async fn leading(leader: &mut watch::Receiver<bool>) {
-    let _ = leader.wait_for(|leads| *leads).await;
+/// Waits until this replica leads; `false` once it never can again (the process is stopping).
+async fn leading(leader: &mut watch::Receiver<bool>) -> bool {
+    leader.wait_for(|leads| *leads).await.is_ok()
+}
+
+/// Waits until this replica no longer leads; `false` if the process is stopping instead.
+async fn not_leading(leader: &mut watch::Receiver<bool>) -> bool {
+    leader.wait_for(|leads| !*leads).await.is_ok()
 }
 
 /// On every gain of leadership, look at every namespace: the standby may have missed nothing,
@@ -112,14 +129,13 @@ async fn on_leadership(
     queue: Arc<WorkQueue>,
     mut leader: watch::Receiver<bool>,
 ) {
-    loop {
-        leading(&mut leader).await;
+    while leading(&mut leader).await {
         ctx.metrics.is_leader.set(1);
         tracing::info!("leading: reconciling every namespace");
         for name in ctx.stores.all_namespaces() {
             queue.add_resync(&name);
         }
-        if leader.wait_for(|leads| !*leads).await.is_err() {
+        if !not_leading(&mut leader).await {
             return;
         }
         ctx.metrics.is_leader.set(0);
@@ -129,12 +145,11 @@ async fn on_leadership(
 
 async fn worker(ctx: Arc<Context>, queue: Arc<WorkQueue>, mut leader: watch::Receiver<bool>) {
     let mut failures: HashMap<String, u32> = HashMap::new();
-    loop {
-        leading(&mut leader).await;
+    while leading(&mut leader).await {
         let name = tokio::select! {
             name = queue.next() => name,
             // Lost leadership while waiting: take no new work.
-            _ = leader.wait_for(|leads| !*leads) => continue,
+            leads_no_more = not_leading(&mut leader) => if leads_no_more { continue } else { return },
         };
         let started = Instant::now();
         let result = reconcile::reconcile(&ctx, &name).await;
@@ -221,7 +236,9 @@ async fn resync_every(period: Duration, ctx: Arc<Context>, queue: Arc<WorkQueue>
 }
 
 async fn report_initial_sync(queue: Arc<WorkQueue>, mut leader: watch::Receiver<bool>) {
-    leading(&mut leader).await;
+    if !leading(&mut leader).await {
+        return;
+    }
     let started = Instant::now();
     // Let the leadership hook fill the queue first.
     tokio::time::sleep(Duration::from_millis(50)).await;

@@ -1,12 +1,15 @@
 //! The watches: one on all Namespaces (a label-filtered one would never see an opt-out), one
-//! shared, label-filtered watch per stamped kind, and one on this instance's NamespaceWorkers.
-//! Namespaces and stamped objects are watched as metadata only: nothing else of them is read.
-//! Each feeds an in-memory view and turns every change into the name of the namespace to
-//! reconcile.
+//! shared watch per stamped kind of what carries this instance's label, one per rendered kind
+//! and name of what does not (started on first use), and one on this instance's
+//! NamespaceWorkers. Namespaces and stamped objects are watched as metadata only: nothing else
+//! of them is read. Each feeds an in-memory view and turns every change into the name of the
+//! namespace to reconcile.
 
-use super::index::{KindIndex, Observed};
+use super::index::{Bookkeeper, KindIndex, Observed};
 use super::queue::WorkQueue;
+use super::taken::Taken;
 use crate::kinds::Kind;
+use crate::object::ObjectKey;
 use crate::ownership;
 use crate::status::NamespaceWorker;
 use futures::{Stream, StreamExt};
@@ -16,33 +19,84 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource, ResourceExt};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt::Debug;
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 /// `Api<PartialObjectMeta<_>>` makes metadata-only requests.
 type StampedMeta = PartialObjectMeta<DynamicObject>;
 
-/// One stamped kind's index, shared between its watch (the only writer) and the workers.
-#[derive(Clone)]
-struct SharedIndex {
-    index: Arc<RwLock<KindIndex>>,
+/// What a watch keeps, shared between it (the only writer) and the workers.
+struct Shared<B> {
+    book: Arc<RwLock<B>>,
     ready: watch::Receiver<bool>,
 }
 
-impl SharedIndex {
-    fn read(&self) -> RwLockReadGuard<'_, KindIndex> {
+impl<B> Clone for Shared<B> {
+    fn clone(&self) -> Self {
+        Shared {
+            book: Arc::clone(&self.book),
+            ready: self.ready.clone(),
+        }
+    }
+}
+
+impl<B> Shared<B> {
+    fn read(&self) -> RwLockReadGuard<'_, B> {
         // A poisoned lock only means a panic mid-update of plain maps; they are still usable.
-        self.index.read().unwrap_or_else(|p| p.into_inner())
+        self.book.read().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Distinct names watched for objects flotilla did not stamp. Templates that put the namespace
+/// into a name would need one watch per namespace: past this many, objects are read instead.
+const MAX_NAME_WATCHES: usize = 64;
+
+/// Per rendered kind and name, a watch across the cluster on the objects of that name that do
+/// not carry this instance's label. Started on first use, so only names the templates render
+/// are watched, and it streams next to nothing: objects flotilla stamps are not in it.
+struct NameWatches {
+    client: Client,
+    selector: String,
+    queue: Arc<WorkQueue>,
+    watches: Mutex<HashMap<(Kind, String), Shared<Taken>>>,
+}
+
+impl NameWatches {
+    /// Whether the name of `key` is taken by something flotilla did not stamp; `None` while
+    /// that is not known (its watch has just been started, or too many names are watched).
+    fn taken(&self, key: &ObjectKey) -> Option<bool> {
+        let mut watches = self.watches.lock().unwrap_or_else(|p| p.into_inner());
+        let id = (key.kind, key.name.clone());
+        if let Some(shared) = watches.get(&id) {
+            return shared.read().in_namespace(&key.namespace);
+        }
+        if watches.len() < MAX_NAME_WATCHES {
+            let api = Api::<StampedMeta>::all_with(self.client.clone(), &key.kind.api_resource());
+            let config = watch_config()
+                .labels(&self.selector)
+                .fields(&format!("metadata.name={}", key.name));
+            let what = format!("{} named {}", key.kind.name(), key.name);
+            let shared = spawn_kept(
+                what,
+                watcher::watcher(api, config),
+                Taken::default(),
+                &self.queue,
+            )
+            .0;
+            watches.insert(id, shared);
+        }
+        None
     }
 }
 
 #[derive(Clone)]
 pub struct Stores {
     namespaces: Store<PartialObjectMeta<Namespace>>,
-    stamped: Vec<SharedIndex>,
+    stamped: Vec<Shared<KindIndex>>,
+    names: Arc<NameWatches>,
     workers: Store<NamespaceWorker>,
 }
 
@@ -64,15 +118,26 @@ impl Stores {
             Arc::clone(queue),
             |ns| Some(ns.name_any()),
         )];
-        let selector = ownership::watch_selector(instance);
         let mut stamped = Vec::new();
         for kind in Kind::ALL {
             let api = Api::<StampedMeta>::all_with(client.clone(), &kind.api_resource());
-            let events = watcher::watcher(api, watch_config().labels(&selector));
-            let (shared, task) = spawn_indexed(kind, events, Arc::clone(queue));
+            let config = watch_config().labels(&ownership::instance_selector(instance));
+            let (shared, task) = spawn_kept(
+                kind.name().to_string(),
+                watcher::watcher(api, config),
+                KindIndex::new(kind, instance),
+                queue,
+            );
             stamped.push(shared);
             tasks.push(task);
         }
+        let names = Arc::new(NameWatches {
+            client: client.clone(),
+            selector: ownership::foreign_selector(instance),
+            queue: Arc::clone(queue),
+            watches: Mutex::default(),
+        });
+        let selector = ownership::watch_selector(instance);
         let (workers, workers_writer) = reflector::store();
         tasks.push(spawn_reflected(
             watcher::watcher(
@@ -87,6 +152,7 @@ impl Stores {
         let stores = Stores {
             namespaces: ns_store,
             stamped,
+            names,
             workers,
         };
         (stores, tasks)
@@ -123,6 +189,18 @@ impl Stores {
                 index.stamped_for(namespace).cloned().collect::<Vec<_>>()
             })
             .collect()
+    }
+
+    /// Whether the watches show nothing at all at `key`: nothing stamped there, and its name not
+    /// taken by anything else. `false` while that is not known yet. As fresh as a read from the
+    /// API server's watch cache, which is where these watches are served from.
+    pub fn vacant(&self, key: &ObjectKey) -> bool {
+        let held = Kind::ALL
+            .iter()
+            .position(|kind| *kind == key.kind)
+            .and_then(|i| self.stamped.get(i))
+            .is_none_or(|shared| shared.read().holds(key));
+        !held && self.names.taken(key) == Some(false)
     }
 
     /// Every namespace that exists or that something was stamped for: a full resync key set.
@@ -197,24 +275,24 @@ where
     })
 }
 
-/// A stamped kind's watch into its index; every namespace whose objects changed is queued.
-fn spawn_indexed(
-    kind: Kind,
+/// A metadata watch into its bookkeeping; every namespace a change concerns is queued.
+fn spawn_kept<B: Bookkeeper + Send + Sync + 'static>(
+    what: String,
     events: impl Stream<Item = watcher::Result<Event<StampedMeta>>> + Send + 'static,
-    queue: Arc<WorkQueue>,
-) -> (SharedIndex, JoinHandle<()>) {
-    let index = Arc::new(RwLock::new(KindIndex::new(kind)));
+    book: B,
+    queue: &Arc<WorkQueue>,
+) -> (Shared<B>, JoinHandle<()>) {
+    let book = Arc::new(RwLock::new(book));
     let (ready_tx, ready) = watch::channel(false);
-    let shared = SharedIndex {
-        index: Arc::clone(&index),
+    let shared = Shared {
+        book: Arc::clone(&book),
         ready,
     };
+    let queue = Arc::clone(queue);
     let task = tokio::spawn(async move {
-        let write = || -> RwLockWriteGuard<'_, KindIndex> {
-            index.write().unwrap_or_else(|p| p.into_inner())
-        };
         let mut events = std::pin::pin!(events.default_backoff());
         while let Some(event) = events.next().await {
+            let write = || book.write().unwrap_or_else(|p| p.into_inner());
             let touched = match event {
                 Ok(Event::Apply(obj)) => write().apply(&obj.metadata),
                 Ok(Event::Delete(obj)) => write().delete(&obj.metadata),
@@ -232,7 +310,7 @@ fn spawn_indexed(
                     touched
                 }
                 Err(e) => {
-                    tracing::warn!(kind = kind.name(), error = %e, "watch error; retrying");
+                    tracing::warn!(watch = %what, error = %e, "watch error; retrying");
                     Vec::new()
                 }
             };
