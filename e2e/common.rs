@@ -1,12 +1,13 @@
 //! What the e2e suite (`e2e/tests`) and the fleet bench (`e2e/bench`) both need, included by each
 //! with `#[path]`: kubectl, kubeconfigs for ServiceAccounts, clients, flotilla processes and the
-//! API server's own write counters.
+//! API server's own write counters, a process's CPU time.
 
 use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 pub fn kubectl(kubeconfig: &Path, args: &[&str]) -> String {
@@ -171,4 +172,32 @@ pub fn label<'a>(line: &'a str, name: &str) -> Option<&'a str> {
     let start = line.find(&format!("{name}=\""))? + name.len() + 2;
     let len = line[start..].find('"')?;
     Some(&line[start..start + len])
+}
+
+/// Clock ticks per second (`getconf CLK_TCK`, 100 on Linux in practice).
+pub fn ticks_per_second() -> f64 {
+    static TICKS: OnceLock<f64> = OnceLock::new();
+    *TICKS.get_or_init(|| {
+        std::process::Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+            .unwrap_or(100.0)
+    })
+}
+
+/// The fields of /proc/PID/stat after the command name, which may contain spaces.
+pub fn stat_fields(pid: u32) -> Option<Vec<u64>> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 2..];
+    // Field 3 (state) is a letter; keep positions by mapping it to 0.
+    Some(rest.split(' ').map(|f| f.parse().unwrap_or(0)).collect())
+}
+
+/// utime + stime of the process itself, in seconds.
+pub fn cpu_seconds(pid: u32) -> Option<f64> {
+    let f = stat_fields(pid)?;
+    // utime, stime are fields 14 and 15 of stat; `rest` starts at field 3.
+    Some((f[11] + f[12]) as f64 / ticks_per_second())
 }

@@ -1,34 +1,7 @@
 //! A process's peak RSS and CPU time, from /proc.
 
-use std::sync::OnceLock;
-
-/// Clock ticks per second (`getconf CLK_TCK`, 100 on Linux in practice).
-fn ticks_per_second() -> f64 {
-    static TICKS: OnceLock<f64> = OnceLock::new();
-    *TICKS.get_or_init(|| {
-        std::process::Command::new("getconf")
-            .arg("CLK_TCK")
-            .output()
-            .ok()
-            .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
-            .unwrap_or(100.0)
-    })
-}
-
-/// The fields of /proc/PID/stat after the command name, which may contain spaces.
-fn stat_fields(pid: u32) -> Option<Vec<u64>> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 2..];
-    // Field 3 (state) is a letter; keep positions by mapping it to 0.
-    Some(rest.split(' ').map(|f| f.parse().unwrap_or(0)).collect())
-}
-
-/// utime + stime of the process itself, in seconds.
-pub fn cpu_seconds(pid: u32) -> Option<f64> {
-    let f = stat_fields(pid)?;
-    // utime, stime are fields 14 and 15 of stat; `rest` starts at field 3.
-    Some((f[11] + f[12]) as f64 / ticks_per_second())
-}
+pub use crate::common::cpu_seconds;
+use crate::common::{stat_fields, ticks_per_second};
 
 /// cutime + cstime: CPU of waited-for children (the script baseline's kubectl and flotilla).
 pub fn children_cpu_seconds(pid: u32) -> Option<f64> {

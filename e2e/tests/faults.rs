@@ -232,6 +232,40 @@ subjects: [{{kind: ServiceAccount, name: flotilla-standby, namespace: {FLOTILLA_
     kubeconfig
 }
 
+/// With leader election off, the one replica leads from the start, and an idle fleet costs it
+/// next to no CPU (a leadership channel without a sender once had every worker spin).
+#[tokio::test]
+async fn without_leader_election_the_one_replica_writes_and_idles_quietly() {
+    let client = admin().await;
+    let mut fleet = Fleet::new("solo");
+    fleet.settings.insert(
+        "leaderElection".into(),
+        serde_json::json!({"enabled": false}),
+    );
+    let ns = "solo-a";
+    fleet.namespace(&client, ns, true).await;
+    let flotilla = fleet.start();
+    fleet.wait_stamped(&client, ns).await;
+    flotilla.wait_log("initial sync complete").await;
+    let cpu = || crate::common::cpu_seconds(flotilla.pid()).unwrap_or(f64::NAN);
+    let before = cpu();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let idle = cpu() - before;
+    println!("without leader election: {idle:.2} CPU seconds in 5 s idle");
+    assert!(
+        idle < 1.0,
+        "an idle flotilla used {idle:.2} CPU seconds in 5 s"
+    );
+    // It still repairs what breaks.
+    let deploys: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    deploys
+        .delete("workflow-controller", &DeleteParams::default())
+        .await
+        .unwrap();
+    fleet.wait_stamped(&client, ns).await;
+    delete_namespaces(&client, &[ns]).await;
+}
+
 #[tokio::test]
 async fn two_replicas_one_writes_and_the_standby_takes_over() {
     let client = admin().await;

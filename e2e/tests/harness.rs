@@ -383,6 +383,10 @@ impl Flotilla {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Waits for a log line containing `needle` (e.g. "initial sync complete").
     pub async fn wait_log(&self, needle: &str) {
         eventually(&format!("flotilla to log {needle:?}"), || async {
