@@ -16,6 +16,7 @@ mod audit;
 mod cluster;
 #[path = "../common.rs"]
 mod common;
+mod fleet_view;
 mod metrics;
 mod procstat;
 mod report;
@@ -47,6 +48,7 @@ const INSTANCE: &str = "bench";
 const REACTION_TRIALS: usize = 50;
 const LIMIT: &str = "limit (bare SSA client)";
 const LIMIT_ROLLOUT: &str = "limit rollout";
+const LIMIT_VIEW: &str = "limit + fleet view";
 const SCRIPT: &str = "script (render|kubectl)";
 /// Marks a scenario during which other processes took a share of the machine.
 const DISTURBED: &str = " <- OTHER PROCESSES TOOK CPU: this result is disturbed";
@@ -92,6 +94,22 @@ impl Bench {
         let renderer = Renderer::load(&loaded).unwrap_or_else(|e| panic!("{e}"));
         (path, loaded, renderer)
     }
+}
+
+/// A fresh control plane with the fleet's namespaces and `extra` ones (as many as flotilla's
+/// phase has: fleet + reaction, so that all start alike), watched by the bench's tracker.
+async fn baseline_cluster(
+    bench: &Bench,
+    fleet: &[String],
+    extra: &[String],
+) -> (Cluster, Tracker, AuditTail) {
+    let cluster = Cluster::fresh(&bench.repo, &bench.work).await;
+    create_namespaces(&cluster.admin, fleet, true).await;
+    create_namespaces(&cluster.admin, extra, true).await;
+    let tracker = Tracker::start(&cluster.admin, INSTANCE).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let audit = AuditTail::new(cluster.audit_log.clone());
+    (cluster, tracker, audit)
 }
 
 /// Adds a scenario's row to the table, and says how it went as soon as it is known.
@@ -365,6 +383,7 @@ async fn limit_baseline(
     run: &LimitRun<'_>,
     scenario: &'static str,
     renderer: &Renderer,
+    with_view: bool,
     audit: &mut AuditTail,
 ) -> Row {
     let LimitRun {
@@ -382,10 +401,11 @@ async fn limit_baseline(
     audit.take();
     let usage = procstat::Usage::start(std::process::id());
     let probe = Probe::start(&cluster.admin).await;
+    let revision = renderer.revision().to_string();
     let t0 = Instant::now();
     futures::stream::iter(&fleet)
         .for_each_concurrent(config.concurrency as usize, |objects| {
-            let (params, errors) = (&params, &errors);
+            let (params, errors, revision) = (&params, &errors, &revision);
             async move {
                 for object in objects {
                     let api: Api<DynamicObject> = Api::namespaced_with(
@@ -404,10 +424,17 @@ async fn limit_baseline(
                         tokio::time::sleep(Duration::from_millis(100)).await;
                     }
                 }
+                if let (true, Some(first)) = (with_view, objects.first()) {
+                    let ns = &first.key.namespace;
+                    let (client, manager) = (&cluster.flotilla, &config.field_manager);
+                    let write = fleet_view::write(client, manager, INSTANCE, ns, objects, revision);
+                    if let Err(e) = write.await {
+                        panic!("{scenario}: the fleet view of {ns}: {e}");
+                    }
+                }
             }
         })
         .await;
-    let revision = renderer.revision().to_string();
     let seen = tracker
         .wait_all(
             scenario,
@@ -435,9 +462,14 @@ async fn limit_baseline(
         verbs: window.verbs_of(Actor::Flotilla),
         notes: vec![
             format!(
-                "{} applies, {} namespaces at once, objects of a namespace in order, as flotilla's SA; \
+                "{} applies{}, {} namespaces at once, objects of a namespace in order, as flotilla's SA; \
                  {} errors retried; CPU s is the bench process's; {idle}{cp}",
                 expected.len(),
+                if with_view {
+                    " and per namespace a NamespaceWorker create, its status and an Event after its objects"
+                } else {
+                    ""
+                },
                 config.concurrency,
                 errors.load(Ordering::Relaxed)
             ),
@@ -595,17 +627,29 @@ async fn main() {
     let mut rows = Vec::new();
     let fleet = names("fleet", n);
 
-    // ---- Phase 1, a fresh control plane: the baselines (BENCH_BASELINES=0 skips them, for
+    // ---- Phase 1, fresh control planes: the baselines (BENCH_BASELINES=0 skips them, for
     // quicker iterations on flotilla itself).
     if env_or("BENCH_BASELINES", 1) != 0 {
-        let cluster = Cluster::fresh(&bench.repo, &work).await;
         let script_names = names("script", bench.script_sample);
-        // As many namespaces as phase 2 has (fleet + reaction), so both start alike.
-        create_namespaces(&cluster.admin, &fleet, true).await;
-        create_namespaces(&cluster.admin, &script_names, true).await;
-        let tracker = Tracker::start(&cluster.admin, INSTANCE).await;
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        let mut audit = AuditTail::new(cluster.audit_log.clone());
+        // The limit for flotilla's whole output, stamped objects and fleet view, on a control
+        // plane of its own: its objects must be new.
+        let (cluster, tracker, mut audit) = baseline_cluster(&bench, &fleet, &script_names).await;
+        let run = LimitRun {
+            bench: &bench,
+            cluster: &cluster,
+            tracker: &tracker,
+            config: &config,
+            names: &fleet,
+        };
+        eprintln!("bench: limit baseline with the fleet view");
+        record(
+            &mut rows,
+            limit_baseline(&run, LIMIT_VIEW, &renderer, true, &mut audit).await,
+        );
+        drop(tracker);
+        cluster.down();
+
+        let (cluster, tracker, mut audit) = baseline_cluster(&bench, &fleet, &script_names).await;
         let run = LimitRun {
             bench: &bench,
             cluster: &cluster,
@@ -616,12 +660,12 @@ async fn main() {
         eprintln!("bench: limit baseline");
         record(
             &mut rows,
-            limit_baseline(&run, LIMIT, &renderer, &mut audit).await,
+            limit_baseline(&run, LIMIT, &renderer, false, &mut audit).await,
         );
         eprintln!("bench: limit baseline, rollout");
         record(
             &mut rows,
-            limit_baseline(&run, LIMIT_ROLLOUT, &renderer_b, &mut audit).await,
+            limit_baseline(&run, LIMIT_ROLLOUT, &renderer_b, false, &mut audit).await,
         );
         eprintln!(
             "bench: script baseline on {} namespaces",
@@ -1009,6 +1053,7 @@ fn print_results(bench: &Bench, rows: &[Row], summary: &Summary, took: Duration)
     let cold = row("flotilla cold converge").expect("cold converge ran");
     let n = bench.n;
     let vs_limit = cold.seconds / seconds(LIMIT);
+    let vs_view = cold.seconds / seconds(LIMIT_VIEW);
     let vs_script = seconds(SCRIPT) / cold.seconds;
     let peak_rss = rows
         .iter()
@@ -1030,7 +1075,7 @@ fn print_results(bench: &Bench, rows: &[Row], summary: &Summary, took: Duration)
     ));
     out.push_str(&report::table(rows));
     out.push_str(&format!(
-        "\nratios: cold/limit = {vs_limit:.2}x, burst/limit = {:.2}x, rollout/limit rollout = {:.2}x, \
+        "\nratios: cold/limit = {vs_limit:.2}x, cold/(limit + fleet view) = {vs_view:.2}x, burst/limit = {:.2}x, rollout/limit rollout = {:.2}x, \
          script/cold = {vs_script:.1}x (script extrapolated from {} namespaces)\n",
         seconds("flotilla burst") / seconds(LIMIT),
         seconds("flotilla rollout") / seconds(LIMIT_ROLLOUT),

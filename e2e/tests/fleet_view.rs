@@ -275,7 +275,9 @@ async fn overrides_change_only_their_namespace_and_a_bad_one_changes_nothing() {
             d.spec.template.spec?.containers[0].image.clone()
         }
     };
-    let other_before = fleet.stamped_for(&client, other).await;
+    // What flotilla wrote there (audit log): the controller-manager keeps writing to the
+    // Deployment and ServiceAccounts for a while after they appear, so resourceVersions would not tell.
+    let other_before = audited_writes_in(FLOTILLA_USER, other);
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let annotate = |value: Option<&str>, key: &str| serde_json::json!({"metadata": {"annotations": {format!("override.flotilla.dev/{key}"): value}}});
     let canary_image = "quay.io/argoproj/workflow-controller:v4.1.3-rc1";
@@ -293,23 +295,14 @@ async fn overrides_change_only_their_namespace_and_a_bad_one_changes_nothing() {
     .await;
     let worker = wait_phase(&client, canary, Phase::Progressing).await;
     assert_eq!(worker.status.unwrap().image, canary_image);
-    let other_after = fleet.stamped_for(&client, other).await;
-    let versions = |objs: &[kube::api::DynamicObject]| {
-        let mut v: Vec<_> = objs
-            .iter()
-            .map(|o| (o.name_any(), o.resource_version()))
-            .collect();
-        v.sort();
-        v
-    };
     assert_eq!(
-        versions(&other_before),
-        versions(&other_after),
+        audited_writes_in(FLOTILLA_USER, other),
+        other_before,
         "the other namespace is untouched"
     );
 
     // A bad override: reported with its key, and nothing changes.
-    let canary_before = fleet.stamped_for(&client, canary).await;
+    let canary_before = audited_writes_in(FLOTILLA_USER, canary);
     let evil = "evil.example/controller:latest";
     namespaces
         .patch(
@@ -330,10 +323,7 @@ async fn overrides_change_only_their_namespace_and_a_bad_one_changes_nothing() {
         "{message}"
     );
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(
-        versions(&canary_before),
-        versions(&fleet.stamped_for(&client, canary).await)
-    );
+    assert_eq!(audited_writes_in(FLOTILLA_USER, canary), canary_before);
     assert_eq!(image_of(canary).await.as_deref(), Some(canary_image));
 
     // Removing the override restores the defaults.

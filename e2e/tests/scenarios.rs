@@ -307,6 +307,7 @@ async fn template_and_values_changes_roll_out_to_every_namespace() {
         fleet.wait_stamped(&client, name).await;
     }
     flotilla.stop();
+    let reads_before = stamped_object_reads(&names);
 
     fleet.values["controllerImage"] = "quay.io/argoproj/workflow-controller:v4.1.1".into();
     fleet.remove_template("controller-metrics-service.yaml");
@@ -353,7 +354,21 @@ async fn template_and_values_changes_roll_out_to_every_namespace() {
             "one revision across {name}: {revisions:?}"
         );
     }
+    // Every object's hash annotation, as the watches show it, says it was rendered otherwise:
+    // the rollout applies without reading them first.
+    assert_eq!(stamped_object_reads(&names), reads_before);
     delete_namespaces(&client, &names).await;
+}
+
+/// GETs of single objects by flotilla in `namespaces`, from the API server's audit log; not of
+/// Deployments, which are read again whenever their status changes (their health is the
+/// NamespaceWorker's).
+fn stamped_object_reads(namespaces: &[&str]) -> usize {
+    audited(FLOTILLA_USER, None)
+        .iter()
+        .filter(|e| e["verb"] == "get" && e["objectRef"]["resource"] != "deployments")
+        .filter(|e| namespaces.iter().any(|n| e["objectRef"]["namespace"] == *n))
+        .count()
 }
 
 const NOTE: &str = r#"apiVersion: v1

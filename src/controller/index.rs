@@ -16,6 +16,8 @@ pub struct Observed {
     pub resource_version: Option<String>,
     /// The namespace it was stamped for (its `flotilla.dev/namespace` label).
     pub stamped_for: String,
+    /// The content hash it was last applied with (its `flotilla.dev/hash` annotation).
+    pub hash: Option<String>,
 }
 
 impl Observed {
@@ -35,6 +37,11 @@ impl Observed {
             uid: meta.uid.clone(),
             resource_version: meta.resource_version.clone(),
             stamped_for,
+            hash: meta
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(ownership::HASH))
+                .cloned(),
         })
     }
 }

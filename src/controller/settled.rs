@@ -74,6 +74,7 @@ mod tests {
             uid: Some(format!("uid-{name}")),
             resource_version: Some(rv.into()),
             stamped_for: "a".into(),
+            hash: None,
         }
     }
 
