@@ -1129,7 +1129,8 @@ fn print_results(bench: &Bench, rows: &[Row], summary: &Summary, took: Duration)
     out.push_str("\ntargets:\n");
     out.push_str(&report::targets(&targets));
     out.push_str(&format!(
-        "\nbench N={n}: cold {:.1} s ({vs_limit:.2}x limit, {vs_script:.0}x faster than script), \
+        "\nbench N={n}: cold {:.1} s ({vs_limit:.2}x limit, {vs_view:.2}x limit + fleet view, \
+         {vs_script:.1}x faster than script), \
          reaction p50 {:.0} ms p99 {:.0} ms, steady-state writes {}, peak RSS {peak_rss:.0} MiB\n",
         cold.seconds,
         p50 * 1000.0,
