@@ -118,6 +118,11 @@ pub struct Observation<'a> {
     pub degraded_after: Duration,
 }
 
+/// Now, in whole seconds: the precision Kubernetes shows times with.
+pub fn now() -> Timestamp {
+    Timestamp::from_second(Timestamp::now().as_second()).unwrap_or_else(|_| Timestamp::now())
+}
+
 /// The new status, and when to look again if a deadline is pending (Progressing -> Degraded).
 pub fn compute(
     previous: Option<&WorkerStatus>,

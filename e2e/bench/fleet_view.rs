@@ -4,12 +4,11 @@
 //! to the bare client's applies, so that the API server's limit for flotilla's whole output is
 //! measured too.
 
+use flotilla::controller::events::{self, Reason};
 use flotilla::object::Stamped;
 use flotilla::status::{self, NamespaceWorker, Observation};
-use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::Event;
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, Resource};
 use std::time::Duration;
 
@@ -35,8 +34,7 @@ pub async fn write(
         conflicts: &[],
         workload: None,
         revision,
-        now: Timestamp::from_second(Timestamp::now().as_second())
-            .unwrap_or_else(|_| Timestamp::now()),
+        now: status::now(),
         degraded_after: Duration::from_secs(600),
     };
     let (worker_status, _) = status::compute(None, &seen);
@@ -48,39 +46,9 @@ pub async fn write(
     workers
         .patch_status(namespace, &params, &Patch::Merge(&patch))
         .await?;
-    let events: Api<Event> = Api::namespaced(client.clone(), "default");
-    events
-        .create(
-            &PostParams::default(),
-            &applied(&worker.object_ref(&()), objects.len(), revision),
-        )
-        .await?;
+    let note = events::applied(objects.len(), 0, revision);
+    let event = events::event(Reason::Applied, &note, &worker.object_ref(&()), None);
+    let events: Api<Event> = Api::namespaced(client.clone(), events::EVENT_NAMESPACE);
+    events.create(&PostParams::default(), &event).await?;
     Ok(())
-}
-
-fn applied(regarding: &ObjectReference, created: usize, revision: &str) -> Event {
-    let now = Timestamp::now();
-    let name = regarding.name.clone().unwrap_or_default();
-    Event {
-        metadata: ObjectMeta {
-            name: Some(format!("{name}.{:x}", now.as_nanosecond())),
-            namespace: Some("default".into()),
-            ..ObjectMeta::default()
-        },
-        involved_object: regarding.clone(),
-        reason: Some("Applied".into()),
-        message: Some(format!(
-            "created {created}, updated 0 objects at revision {revision}"
-        )),
-        type_: Some("Normal".into()),
-        source: Some(EventSource {
-            component: Some("flotilla".into()),
-            host: None,
-        }),
-        reporting_component: Some("flotilla".into()),
-        first_timestamp: Some(Time(now)),
-        last_timestamp: Some(Time(now)),
-        count: Some(1),
-        ..Event::default()
-    }
 }

@@ -15,7 +15,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ObjectMeta, PostParams};
 use tokio::sync::mpsc;
 
-const EVENT_NAMESPACE: &str = "default";
+/// Where the Events go (see above).
+pub const EVENT_NAMESPACE: &str = "default";
 
 /// Events waiting to be sent; beyond this many, new ones are dropped (and logged).
 const BACKLOG: usize = 10_000;
@@ -79,6 +80,11 @@ impl Events {
     }
 }
 
+/// The note of an `Applied` Event.
+pub fn applied(created: usize, updated: usize, revision: &str) -> String {
+    format!("created {created}, updated {updated} objects at revision {revision}")
+}
+
 async fn send_all(api: Api<Event>, mut pending: mpsc::Receiver<Event>) {
     while let Some(event) = pending.recv().await {
         if let Err(e) = api.create(&PostParams::default(), &event).await {
@@ -88,7 +94,8 @@ async fn send_all(api: Api<Event>, mut pending: mpsc::Receiver<Event>) {
     }
 }
 
-fn event(
+/// The Event for one occurrence of `reason` on `regarding`.
+pub fn event(
     reason: Reason,
     message: &str,
     regarding: &ObjectReference,

@@ -1,6 +1,6 @@
 //! The operator loop: watches feed a work queue of namespace names; workers reconcile them.
 
-mod events;
+pub mod events;
 mod index;
 mod queue;
 mod reconcile;
@@ -40,19 +40,11 @@ pub struct Context {
     settled: Mutex<settled::Settled>,
 }
 
-/// An object verified at the version the watch still shows.
-enum Recall {
-    /// Rendered the same since: in sync. For workloads, the health fields last read.
-    InSync(Option<Arc<serde_json::Value>>),
-    /// Rendered differently since (its namespace's labels or annotations changed what the
-    /// templates produce): flotilla's own object, to be updated without reading it first.
-    Outdated,
-}
-
+/// An object verified in sync at a resourceVersion; for workloads, the health fields then read
+/// (their status decides the worker's health). Whether it was rendered the same since is not
+/// kept: the hash annotation the watch shows at that version tells.
 struct Verified {
     resource_version: String,
-    hash: String,
-    /// The live object, kept for workloads (their status decides the worker's health).
     workload: Option<Arc<serde_json::Value>>,
 }
 
@@ -72,18 +64,17 @@ fn health_fields(deployment: &serde_json::Value) -> serde_json::Value {
 }
 
 impl Context {
-    /// What is known of `object` without a request, from the version the watch shows.
-    fn known(&self, object: &Stamped, watched_version: Option<&str>) -> Option<Recall> {
+    /// If `key` was verified at the version the watch shows: the workload's health fields, if
+    /// it is one (`Some(None)` for other kinds).
+    fn verified_at(
+        &self,
+        key: &ObjectKey,
+        watched_version: Option<&str>,
+    ) -> Option<Option<Arc<serde_json::Value>>> {
         let rv = watched_version?;
         let verified = lock(&self.verified);
-        let entry = verified
-            .get(&object.key)
-            .filter(|e| e.resource_version == rv)?;
-        Some(if entry.hash == object.hash {
-            Recall::InSync(entry.workload.clone())
-        } else {
-            Recall::Outdated
-        })
+        let entry = verified.get(key).filter(|e| e.resource_version == rv)?;
+        Some(entry.workload.clone())
     }
 
     fn verified(&self, object: &Stamped, live: Option<Arc<serde_json::Value>>) {
@@ -99,7 +90,6 @@ impl Context {
             .map(|live| Arc::new(health_fields(live)));
         let entry = Verified {
             resource_version: rv.to_owned(),
-            hash: object.hash.clone(),
             workload,
         };
         lock(&self.verified).insert(object.key.clone(), entry);

@@ -2,10 +2,10 @@
 //! longer rendered, record the result in its NamespaceWorker; or reap everything when the
 //! namespace opted out, is terminating or is gone.
 
-use super::events::Reason;
+use super::events::{self, Reason};
 use super::index::Observed;
 use super::worker;
-use super::{Context, Recall, lock, settled};
+use super::{Context, lock, settled};
 use crate::cluster as api;
 use crate::kinds::Kind;
 use crate::object::{ObjectKey, Stamped};
@@ -14,7 +14,6 @@ use crate::plan::{self, Decision};
 use crate::render::NamespaceInput;
 use crate::status::{self, Observation, Phase, WorkerStatus};
 use k8s_openapi::api::core::v1::{Namespace, ObjectReference};
-use k8s_openapi::jiff::Timestamp;
 use kube::api::PartialObjectMeta;
 use kube::core::SelectorExt;
 use kube::{Resource, ResourceExt};
@@ -177,9 +176,7 @@ pub async fn reconcile(ctx: &Context, name: &str) -> Result<Outcome, Error> {
         conflicts: &conflicts,
         workload: workload.as_deref(),
         revision: ctx.renderer.revision(),
-        // Whole seconds, as Kubernetes shows times.
-        now: Timestamp::from_second(Timestamp::now().as_second())
-            .unwrap_or_else(|_| Timestamp::now()),
+        now: status::now(),
         degraded_after: Duration::from_secs(ctx.config.degraded_after_seconds),
     };
     let (status, recheck) = status::compute(previous.as_ref(), &observation);
@@ -241,10 +238,7 @@ fn report(
     regarding: &Regarding,
 ) {
     if outcome.created + outcome.updated > 0 {
-        let note = format!(
-            "created {}, updated {} objects at revision {}",
-            outcome.created, outcome.updated, status.revision
-        );
+        let note = events::applied(outcome.created, outcome.updated, &status.revision);
         ctx.events
             .publish(Reason::Applied, note, &regarding.routine());
     }
@@ -304,15 +298,15 @@ async fn sync(
     watched: Option<&Observed>,
 ) -> Result<(Synced, Option<Arc<Value>>), Error> {
     let watched_version = watched.and_then(|o| o.resource_version.as_deref());
-    // flotilla's own object, last applied with other content (a rollout): no need to read it
-    // to know that it must be applied. The same hash could still hide an edit, so that is read.
+    // flotilla's own object, last applied with other content (a rollout, or its namespace's
+    // labels changed the render): no need to read it to know that it must be applied. The same
+    // hash could still hide an edit: that is read, unless verified at the version watched.
     let rendered_otherwise = watched
         .and_then(|o| o.hash.as_deref())
         .is_some_and(|hash| hash != object.hash);
-    let synced = match ctx.known(object, watched_version) {
-        Some(Recall::InSync(workload)) => return Ok((Synced::InSync, workload)),
-        Some(Recall::Outdated) => Synced::Updated,
-        None if rendered_otherwise => Synced::Updated,
+    let synced = match ctx.verified_at(&object.key, watched_version) {
+        _ if rendered_otherwise => Synced::Updated,
+        Some(workload) => return Ok((Synced::InSync, workload)),
         None => {
             // Nothing there, stamped or not, as the watches show it: nothing to read. (A new
             // fleet is all such objects; reading each first would double its requests.)
