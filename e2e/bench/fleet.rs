@@ -96,22 +96,6 @@ impl Bench {
     }
 }
 
-/// A fresh control plane with the fleet's namespaces and `extra` ones (as many as flotilla's
-/// phase has: fleet + reaction, so that all start alike), watched by the bench's tracker.
-async fn baseline_cluster(
-    bench: &Bench,
-    fleet: &[String],
-    extra: &[String],
-) -> (Cluster, Tracker, AuditTail) {
-    let cluster = Cluster::fresh(&bench.repo, &bench.work).await;
-    create_namespaces(&cluster.admin, fleet, true).await;
-    create_namespaces(&cluster.admin, extra, true).await;
-    let tracker = Tracker::start(&cluster.admin, INSTANCE).await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let audit = AuditTail::new(cluster.audit_log.clone());
-    (cluster, tracker, audit)
-}
-
 /// Adds a scenario's row to the table, and says how it went as soon as it is known.
 fn record(rows: &mut Vec<Row>, row: Row) {
     eprintln!("bench: {}: {:.3} s", row.scenario, row.seconds);
@@ -365,13 +349,45 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
-/// What the two limit runs (create, then roll out) share.
+/// A control plane for the baselines: fresh, with the fleet's namespaces and `extra` ones (as
+/// many as flotilla's phase has: fleet + reaction, so that all start alike), watched by the
+/// bench's tracker.
 struct LimitRun<'a> {
     bench: &'a Bench,
-    cluster: &'a Cluster,
-    tracker: &'a Tracker,
     config: &'a Config,
     names: &'a [String],
+    cluster: Cluster,
+    tracker: Tracker,
+    audit: AuditTail,
+}
+
+impl<'a> LimitRun<'a> {
+    async fn start(
+        bench: &'a Bench,
+        config: &'a Config,
+        names: &'a [String],
+        extra: &[String],
+    ) -> LimitRun<'a> {
+        let cluster = Cluster::fresh(&bench.repo, &bench.work).await;
+        create_namespaces(&cluster.admin, names, true).await;
+        create_namespaces(&cluster.admin, extra, true).await;
+        let tracker = Tracker::start(&cluster.admin, INSTANCE).await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let audit = AuditTail::new(cluster.audit_log.clone());
+        LimitRun {
+            bench,
+            config,
+            names,
+            cluster,
+            tracker,
+            audit,
+        }
+    }
+
+    fn down(self) {
+        drop(self.tracker);
+        self.cluster.down();
+    }
 }
 
 /// The limit baseline: exactly flotilla's objects, server-side applied with flotilla's field
@@ -380,18 +396,18 @@ struct LimitRun<'a> {
 /// when every apply has returned and `tracker` (the same observer flotilla's phase has, with the
 /// same watches loading the API server) has seen every object at its revision.
 async fn limit_baseline(
-    run: &LimitRun<'_>,
+    run: &mut LimitRun<'_>,
     scenario: &'static str,
     renderer: &Renderer,
     with_view: bool,
-    audit: &mut AuditTail,
 ) -> Row {
     let LimitRun {
         bench,
-        cluster,
-        tracker,
         config,
         names,
+        ref cluster,
+        ref tracker,
+        ref mut audit,
     } = *run;
     let fleet: Vec<Vec<Stamped>> = names.iter().map(|ns| render(renderer, ns)).collect();
     let expected: Vec<ObjectKey> = fleet.iter().flatten().map(|o| o.key.clone()).collect();
@@ -633,39 +649,24 @@ async fn main() {
         let script_names = names("script", bench.script_sample);
         // The limit for flotilla's whole output, stamped objects and fleet view, on a control
         // plane of its own: its objects must be new.
-        let (cluster, tracker, mut audit) = baseline_cluster(&bench, &fleet, &script_names).await;
-        let run = LimitRun {
-            bench: &bench,
-            cluster: &cluster,
-            tracker: &tracker,
-            config: &config,
-            names: &fleet,
-        };
+        let mut run = LimitRun::start(&bench, &config, &fleet, &script_names).await;
         eprintln!("bench: limit baseline with the fleet view");
         record(
             &mut rows,
-            limit_baseline(&run, LIMIT_VIEW, &renderer, true, &mut audit).await,
+            limit_baseline(&mut run, LIMIT_VIEW, &renderer, true).await,
         );
-        drop(tracker);
-        cluster.down();
+        run.down();
 
-        let (cluster, tracker, mut audit) = baseline_cluster(&bench, &fleet, &script_names).await;
-        let run = LimitRun {
-            bench: &bench,
-            cluster: &cluster,
-            tracker: &tracker,
-            config: &config,
-            names: &fleet,
-        };
+        let mut run = LimitRun::start(&bench, &config, &fleet, &script_names).await;
         eprintln!("bench: limit baseline");
         record(
             &mut rows,
-            limit_baseline(&run, LIMIT, &renderer, false, &mut audit).await,
+            limit_baseline(&mut run, LIMIT, &renderer, false).await,
         );
         eprintln!("bench: limit baseline, rollout");
         record(
             &mut rows,
-            limit_baseline(&run, LIMIT_ROLLOUT, &renderer_b, false, &mut audit).await,
+            limit_baseline(&mut run, LIMIT_ROLLOUT, &renderer_b, false).await,
         );
         eprintln!(
             "bench: script baseline on {} namespaces",
@@ -675,16 +676,15 @@ async fn main() {
             &mut rows,
             script_baseline(
                 &bench,
-                &cluster,
+                &run.cluster,
                 &config_path,
                 &script_names,
                 per_namespace,
-                &mut audit,
+                &mut run.audit,
             )
             .await,
         );
-        drop(tracker);
-        cluster.down();
+        run.down();
     }
 
     // ---- Phase 2, a fresh control plane: flotilla.

@@ -237,11 +237,7 @@ subjects: [{{kind: ServiceAccount, name: flotilla-standby, namespace: {FLOTILLA_
 #[tokio::test]
 async fn without_leader_election_the_one_replica_writes_and_idles_quietly() {
     let client = admin().await;
-    let mut fleet = Fleet::new("solo");
-    fleet.settings.insert(
-        "leaderElection".into(),
-        serde_json::json!({"enabled": false}),
-    );
+    let fleet = Fleet::new("solo").with("leaderElection", serde_json::json!({"enabled": false}));
     let ns = "solo-a";
     fleet.namespace(&client, ns, true).await;
     let flotilla = fleet.start();
@@ -269,9 +265,8 @@ async fn without_leader_election_the_one_replica_writes_and_idles_quietly() {
 #[tokio::test]
 async fn two_replicas_one_writes_and_the_standby_takes_over() {
     let client = admin().await;
-    let mut fleet = Fleet::new("ha");
-    fleet.settings.insert(
-        "leaderElection".into(),
+    let fleet = Fleet::new("ha").with(
+        "leaderElection",
         serde_json::json!({"leaseDurationSeconds": 10}),
     );
     let dir = tempfile::tempdir().unwrap();
@@ -380,9 +375,9 @@ fn received(entry: &serde_json::Value) -> Option<Timestamp> {
 async fn the_client_side_rate_limit_holds_and_requests_wait_rather_than_fail() {
     const QPS: i64 = 10;
     let client = admin().await;
-    let mut fleet = Fleet::new("throttle");
-    fleet.settings.insert("apiQps".into(), QPS.into());
-    fleet.settings.insert("apiBurst".into(), QPS.into());
+    let fleet = Fleet::new("throttle")
+        .with("apiQps", QPS.into())
+        .with("apiBurst", QPS.into());
     let names: Vec<String> = (0..4).map(|i| format!("throttle-{i}")).collect();
     for name in &names {
         fleet.namespace(&client, name, true).await;

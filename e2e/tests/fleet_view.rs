@@ -190,8 +190,7 @@ async fn events(client: &kube::Client, kind: &str, uid: &str, reason: &str) -> V
 #[tokio::test]
 async fn events_are_published_once_per_occurrence() {
     let client = admin().await;
-    let mut fleet = Fleet::new("events");
-    fleet.settings.insert("resyncSeconds".into(), 1.into());
+    let fleet = Fleet::new("events").with("resyncSeconds", 1.into());
     let ns = "events-a";
     let flotilla = fleet.start();
     let namespace_uid = fleet.namespace(&client, ns, true).await.uid().unwrap();

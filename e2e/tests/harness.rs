@@ -145,6 +145,12 @@ impl Fleet {
         }
     }
 
+    /// The same fleet with one more config setting (`resyncSeconds`, `leaderElection`, ...).
+    pub fn with(mut self, key: &str, value: serde_json::Value) -> Fleet {
+        self.settings.insert(key.into(), value);
+        self
+    }
+
     pub fn add_template(&self, file: &str, source: &str) {
         std::fs::write(self.templates.join(file), source).unwrap();
     }
