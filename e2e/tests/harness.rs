@@ -172,8 +172,13 @@ impl Fleet {
         if let Some(map) = config.as_object_mut() {
             map.extend(self.settings.clone());
         }
+        // Written aside and renamed: a flotilla starting meanwhile (the CLI rewrites this file on
+        // every call) must never read it half-written. An empty file is a valid all-defaults
+        // config, which once had a restarted flotilla serve the wrong fleet.
         let path = self.dir.path().join("flotilla.yaml");
-        std::fs::write(&path, config.to_string()).unwrap();
+        let aside = self.dir.path().join("flotilla.yaml.new");
+        std::fs::write(&aside, config.to_string()).unwrap();
+        std::fs::rename(&aside, &path).unwrap();
         path
     }
 
