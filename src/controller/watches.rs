@@ -192,8 +192,8 @@ impl Stores {
     }
 
     /// Whether the watches show nothing at all at `key`: nothing stamped there, and its name not
-    /// taken by anything else. `false` while that is not known yet. As fresh as a read from the
-    /// API server's watch cache, which is where these watches are served from.
+    /// taken by anything else. `false` while that is not known yet. The watches are served from
+    /// the API server's watch cache, as the read this replaces is, a delivery later.
     pub fn vacant(&self, key: &ObjectKey) -> bool {
         let held = Kind::ALL
             .iter()
