@@ -85,23 +85,31 @@ pub fn spawn_flotilla(
     rust_log: &str,
 ) -> Child {
     let out = std::fs::File::create(log).unwrap();
-    Command::new(env!("CARGO_BIN_EXE_flotilla"))
-        .args([
-            "run",
-            "--http-address",
-            "127.0.0.1:0",
-            "--identity",
-            identity,
-        ])
-        .arg("--config")
-        .arg(config)
-        .env("KUBECONFIG", kubeconfig)
-        .env("RUST_LOG", rust_log)
-        .stdin(Stdio::null())
-        .stdout(out.try_clone().unwrap())
-        .stderr(out)
-        .spawn()
-        .expect("flotilla starts")
+    // BENCH_FLOTILLA_WRAP: a command to run flotilla under, for a profile (heaptrack, perf).
+    let mut cmd = match std::env::var_os("BENCH_FLOTILLA_WRAP") {
+        Some(w) => {
+            let mut c = Command::new(w);
+            c.arg(env!("CARGO_BIN_EXE_flotilla"));
+            c
+        }
+        None => Command::new(env!("CARGO_BIN_EXE_flotilla")),
+    };
+    cmd.args([
+        "run",
+        "--http-address",
+        "127.0.0.1:0",
+        "--identity",
+        identity,
+    ])
+    .arg("--config")
+    .arg(config)
+    .env("KUBECONFIG", kubeconfig)
+    .env("RUST_LOG", rust_log)
+    .stdin(Stdio::null())
+    .stdout(out.try_clone().unwrap())
+    .stderr(out)
+    .spawn()
+    .expect("flotilla starts")
 }
 
 /// SIGTERM, as Kubernetes stops a pod; waits up to `within` for the process to exit.

@@ -111,8 +111,8 @@ pub struct Observation<'a> {
     pub rendered: Result<&'a [Stamped], String>,
     /// Objects left alone because flotilla did not stamp them.
     pub conflicts: &'a [(ObjectKey, String)],
-    /// The live controller Deployment, if observed.
-    pub workload: Option<&'a Value>,
+    /// The controller Deployment's health, once its controller has looked at it.
+    pub health: Option<&'a Health>,
     pub revision: &'a str,
     pub now: Timestamp,
     pub degraded_after: Duration,
@@ -184,8 +184,8 @@ pub fn compute(
         }
     };
 
-    let health = seen.workload.and_then(availability);
-    let available = match (&health, &seen.rendered) {
+    let health = seen.health;
+    let available = match (health, &seen.rendered) {
         (Some(h), _) if h.available => {
             condition("Available", "True", "MinimumReplicasAvailable", h.summary())
         }
@@ -261,7 +261,7 @@ pub fn compute(
         }
     };
 
-    let (ready_replicas, desired_replicas) = match &health {
+    let (ready_replicas, desired_replicas) = match health {
         Some(h) => (h.ready, h.desired),
         None => previous.map_or((0, 0), |p| (p.ready_replicas, p.desired_replicas)),
     };
@@ -302,7 +302,10 @@ fn controller_image(rendered: &[Stamped]) -> String {
         .to_string()
 }
 
-struct Health {
+/// What a Deployment's status says of its availability: all a worker's status needs of it, kept
+/// instead of the Deployment itself (a fleet's worth of which would be most of flotilla's memory).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Health {
     available: bool,
     ready: i64,
     desired: i64,
@@ -323,7 +326,7 @@ impl Health {
 
 /// A Deployment is available once its controller has seen the current generation and enough
 /// updated replicas are available. `None` until the deployment controller has looked at it.
-fn availability(deploy: &Value) -> Option<Health> {
+pub fn availability(deploy: &Value) -> Option<Health> {
     let status = &deploy["status"];
     let observed = status["observedGeneration"].as_i64()?;
     let generation = deploy["metadata"]["generation"].as_i64().unwrap_or(0);

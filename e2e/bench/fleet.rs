@@ -1082,10 +1082,15 @@ fn print_results(bench: &Bench, rows: &[Row], summary: &Summary, took: Duration)
         bench.script_sample
     ));
     let targets = [
+        // The limit is a client creating exactly the objects flotilla creates: the stamped ones
+        // and the fleet view (NamespaceWorker with its status, one Event).
         Target {
-            what: "cold converge <= 1.3x the limit baseline".into(),
-            pass: vs_limit <= 1.3,
-            detail: format!("{vs_limit:.2}x{}", at(2000)),
+            what: "cold converge <= 1.3x the limit (same objects)".into(),
+            pass: vs_view <= 1.3,
+            detail: format!(
+                "{vs_view:.2}x; {vs_limit:.2}x the bare client (stamped objects only){}",
+                at(2000)
+            ),
         },
         Target {
             what: ">= 10x faster than the script baseline".into(),

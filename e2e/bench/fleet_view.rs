@@ -32,7 +32,7 @@ pub async fn write(
         namespace,
         rendered: Ok(objects),
         conflicts: &[],
-        workload: None,
+        health: None,
         revision,
         now: status::now(),
         degraded_after: Duration::from_secs(600),

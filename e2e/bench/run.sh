@@ -3,7 +3,10 @@
 # own (state dir and ports apart from the e2e suite's, so both can run at once).
 #   N=2000 e2e/bench/run.sh       (default N=500)
 # Other knobs (environment): BENCH_SCRIPT_SAMPLE (50), BENCH_STEADY_SECONDS (120),
-# BENCH_QUIET_MAX_SECONDS (max(300, N/2)), BENCH_TIMEOUT_SECONDS (1800), BENCH_FLOTILLA_LOG (RUST_LOG).
+# BENCH_QUIET_MAX_SECONDS (max(300, N/2)), BENCH_TIMEOUT_SECONDS (1800), BENCH_FLOTILLA_LOG (RUST_LOG),
+# BENCH_BASELINES (1; 0 runs flotilla's scenarios only), BENCH_FLOTILLA_WRAP (a command flotilla
+# runs under, for a profile: BENCH_FLOTILLA_WRAP=heaptrack; RSS and CPU are then the wrapper's
+# unless it execs flotilla).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 

@@ -63,7 +63,9 @@ pub struct KindIndex {
     kind: Kind,
     instance: String,
     objects: HashMap<ObjectKey, Observed>,
-    by_namespace: HashMap<String, BTreeSet<ObjectKey>>,
+    /// A kind has one or two objects per namespace: a short list, not a tree (whose smallest
+    /// node holds eleven keys and was a tenth of flotilla's memory).
+    by_namespace: HashMap<String, Vec<ObjectKey>>,
     /// Objects with this instance's label that are not stamped objects: never touched, and
     /// their names are taken.
     unowned: HashSet<ObjectKey>,
@@ -188,21 +190,28 @@ impl KindIndex {
     /// Inserts or replaces; returns the namespace the object was stamped for before, if that
     /// differs (someone relabelled it).
     fn insert(&mut self, observed: Observed) -> Option<String> {
+        let same = self
+            .objects
+            .get(&observed.key)
+            .is_some_and(|o| o.stamped_for == observed.stamped_for);
+        if same {
+            self.objects.insert(observed.key.clone(), observed);
+            return None;
+        }
         let previous = self.remove(&observed.key);
         self.by_namespace
             .entry(observed.stamped_for.clone())
-            .or_default()
-            .insert(observed.key.clone());
-        let moved = previous.filter(|ns| *ns != observed.stamped_for);
+            .or_insert_with(|| Vec::with_capacity(1))
+            .push(observed.key.clone());
         self.objects.insert(observed.key.clone(), observed);
-        moved
+        previous
     }
 
     /// Removes; returns the namespace it was stamped for.
     fn remove(&mut self, key: &ObjectKey) -> Option<String> {
         let observed = self.objects.remove(key)?;
         if let Some(keys) = self.by_namespace.get_mut(&observed.stamped_for) {
-            keys.remove(key);
+            keys.retain(|k| k != key);
             if keys.is_empty() {
                 self.by_namespace.remove(&observed.stamped_for);
             }

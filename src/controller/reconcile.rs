@@ -7,19 +7,16 @@ use super::index::Observed;
 use super::worker;
 use super::{Context, lock, settled};
 use crate::cluster as api;
-use crate::kinds::Kind;
 use crate::object::{ObjectKey, Stamped};
 use crate::ownership;
 use crate::plan::{self, Decision};
 use crate::render::NamespaceInput;
-use crate::status::{self, Observation, Phase, WorkerStatus};
+use crate::status::{self, Health, Observation, Phase, WorkerStatus};
 use k8s_openapi::api::core::v1::{Namespace, ObjectReference};
 use kube::api::PartialObjectMeta;
 use kube::core::SelectorExt;
 use kube::{Resource, ResourceExt};
-use serde_json::Value;
 use std::fmt;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[derive(Debug, thiserror::Error)]
@@ -122,7 +119,7 @@ pub async fn reconcile(ctx: &Context, name: &str) -> Result<Outcome, Error> {
     let mut outcome = Outcome::default();
     let mut first_error = None;
     let mut conflicts = Vec::new();
-    let mut workload = None;
+    let mut health = None;
     let rendered = ctx.renderer.render(&input);
     if let Ok(desired) = &rendered {
         // One object after the other, in apply order (a Deployment after the ServiceAccount it
@@ -131,9 +128,10 @@ pub async fn reconcile(ctx: &Context, name: &str) -> Result<Outcome, Error> {
         for object in desired {
             let watched = observed.iter().find(|o| o.key == object.key);
             match sync(ctx, object, watched).await {
-                Ok((synced, live)) => {
-                    if object.key.kind == Kind::Deployment && workload.is_none() {
-                        workload = live;
+                Ok((synced, live_health)) => {
+                    // The first Deployment whose health is known is the controller's.
+                    if health.is_none() {
+                        health = live_health;
                     }
                     synced.count(&mut outcome, &mut conflicts, object);
                 }
@@ -169,12 +167,12 @@ pub async fn reconcile(ctx: &Context, name: &str) -> Result<Outcome, Error> {
         return Err(e);
     }
 
-    let previous = ctx.previous_status(name);
+    let previous = ctx.stores.worker_status(name);
     let observation = Observation {
         namespace: name,
         rendered: rendered.as_deref().map_err(ToString::to_string),
         conflicts: &conflicts,
-        workload: workload.as_deref(),
+        health: health.as_ref(),
         revision: ctx.renderer.revision(),
         now: status::now(),
         degraded_after: Duration::from_secs(ctx.config.degraded_after_seconds),
@@ -184,7 +182,9 @@ pub async fn reconcile(ctx: &Context, name: &str) -> Result<Outcome, Error> {
     let worker = worker::write(ctx, name, namespace.uid(), &status)
         .await
         .map_err(Error::on("write status of NamespaceWorker", name))?;
-    ctx.remember_status(name, &status);
+    if let Some(worker) = &worker {
+        ctx.stores.wrote_worker(worker);
+    }
     let regarding = Regarding {
         namespace: namespace_ref(&namespace),
         worker: worker.as_ref().map(worker::reference),
@@ -290,13 +290,13 @@ impl Synced {
     }
 }
 
-/// Brings one object in line; returns what it did and, for workloads, the live object. Reads it
+/// Brings one object in line; returns what it did and, for a Deployment, its health. Reads it
 /// only if what the watch shows of it (`watched`, if this namespace's) does not tell.
 async fn sync(
     ctx: &Context,
     object: &Stamped,
     watched: Option<&Observed>,
-) -> Result<(Synced, Option<Arc<Value>>), Error> {
+) -> Result<(Synced, Option<Health>), Error> {
     let watched_version = watched.and_then(|o| o.resource_version.as_deref());
     // flotilla's own object, last applied with other content (a rollout, or its namespace's
     // labels changed the render): no need to read it to know that it must be applied. The same
@@ -306,7 +306,7 @@ async fn sync(
         .is_some_and(|hash| hash != object.hash);
     let synced = match ctx.verified_at(&object.key, watched_version) {
         _ if rendered_otherwise => Synced::Updated,
-        Some(workload) => return Ok((Synced::InSync, workload)),
+        Some(health) => return Ok((Synced::InSync, health)),
         None => {
             // Nothing there, stamped or not, as the watches show it: nothing to read. (A new
             // fleet is all such objects; reading each first would double its requests.)
@@ -319,9 +319,7 @@ async fn sync(
             };
             match plan::decide(object, live.as_ref(), &ctx.config.instance) {
                 Decision::InSync => {
-                    let live = live.map(Arc::new);
-                    ctx.verified(object, live.clone());
-                    return Ok((Synced::InSync, live));
+                    return Ok((Synced::InSync, ctx.verified(object, live.as_ref())));
                 }
                 Decision::Conflict(reason) => return Ok((Synced::Conflict(reason), None)),
                 Decision::Create => Synced::Created,
@@ -346,15 +344,14 @@ async fn sync(
     )
     .await
     .map_err(Error::on("apply", &object.key))?;
-    let applied = Some(Arc::new(applied));
-    ctx.verified(object, applied.clone());
+    let health = ctx.verified(object, Some(&applied));
     let what = match synced {
         Synced::Created => "created",
         Synced::DriftRepaired => "drift repaired",
         _ => "updated",
     };
     tracing::info!(object = %object.key, "{what}");
-    Ok((synced, applied))
+    Ok((synced, health))
 }
 
 async fn delete(ctx: &Context, key: &ObjectKey, uid: Option<String>) -> Result<bool, Error> {
@@ -390,7 +387,7 @@ async fn reap(ctx: &Context, name: &str, mut observed: Vec<Observed>) -> Result<
     let removed_worker = worker::remove(ctx, name)
         .await
         .map_err(Error::on("delete NamespaceWorker", name))?;
-    ctx.forget_status(name);
+    ctx.stores.forget_worker(name);
     if outcome.reaped > 0 || removed_worker {
         // The Namespace may be gone; then there is nothing left to attach the Event to.
         if let Some(namespace) = ctx.stores.namespace(name) {

@@ -84,7 +84,6 @@ pub async fn run(
         events: Events::start(client),
         metrics,
         verified: Mutex::default(),
-        statuses: Mutex::default(),
         settled: Mutex::default(),
     });
     for _ in 0..workers {

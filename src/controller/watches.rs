@@ -6,12 +6,15 @@
 //! namespace to reconcile.
 
 use super::index::{Bookkeeper, KindIndex, Observed};
+use super::lock;
 use super::queue::WorkQueue;
 use super::taken::Taken;
+use super::written::Written;
 use crate::kinds::Kind;
 use crate::object::ObjectKey;
 use crate::ownership;
 use crate::status::NamespaceWorker;
+use crate::status::WorkerStatus;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DynamicObject, PartialObjectMeta};
@@ -98,6 +101,7 @@ pub struct Stores {
     stamped: Vec<Shared<KindIndex>>,
     names: Arc<NameWatches>,
     workers: Store<NamespaceWorker>,
+    written: Arc<Mutex<Written>>,
 }
 
 impl Stores {
@@ -117,6 +121,7 @@ impl Stores {
             "Namespace",
             Arc::clone(queue),
             |ns| Some(ns.name_any()),
+            |_| {},
         )];
         let mut stamped = Vec::new();
         for kind in Kind::ALL {
@@ -139,6 +144,8 @@ impl Stores {
         });
         let selector = ownership::watch_selector(instance);
         let (workers, workers_writer) = reflector::store();
+        let written = Arc::new(Mutex::new(Written::default()));
+        let shown = Arc::clone(&written);
         tasks.push(spawn_reflected(
             watcher::watcher(
                 Api::<NamespaceWorker>::all(client.clone()),
@@ -148,12 +155,18 @@ impl Stores {
             "NamespaceWorker",
             Arc::clone(queue),
             |worker| Some(worker.name_any()),
+            move |worker| {
+                if let Some(version) = worker.resource_version() {
+                    lock(&shown).watched(&worker.name_any(), &version);
+                }
+            },
         ));
         let stores = Stores {
             namespaces: ns_store,
             stamped,
             names,
             workers,
+            written,
         };
         (stores, tasks)
     }
@@ -174,6 +187,34 @@ impl Stores {
     /// This instance's NamespaceWorker for `namespace`, as last seen.
     pub fn worker(&self, namespace: &str) -> Option<Arc<NamespaceWorker>> {
         self.workers.get(&ObjectRef::new(namespace))
+    }
+
+    /// The status of `namespace`'s worker as last written: by this process, if the watch does
+    /// not show that write yet.
+    pub fn worker_status(&self, namespace: &str) -> Option<WorkerStatus> {
+        let written = lock(&self.written);
+        written
+            .get(namespace)
+            .cloned()
+            .or_else(|| self.worker(namespace)?.status.clone())
+    }
+
+    /// `worker` (with its status) as a write just returned it.
+    pub fn wrote_worker(&self, worker: &NamespaceWorker) {
+        let (Some(status), Some(version)) = (&worker.status, worker.resource_version()) else {
+            return;
+        };
+        let name = worker.name_any();
+        // Under the lock, so that the watch showing this version now or in a moment both end
+        // with nothing kept.
+        let mut written = lock(&self.written);
+        let watched = self.worker(&name).and_then(|w| w.resource_version());
+        written.wrote(&name, &version, status, watched.as_deref());
+    }
+
+    /// The worker of `namespace` was deleted: nothing written to it matters any more.
+    pub fn forget_worker(&self, namespace: &str) {
+        lock(&self.written).forget(namespace);
     }
 
     pub fn namespace(&self, name: &str) -> Option<Arc<PartialObjectMeta<Namespace>>> {
@@ -227,13 +268,14 @@ fn watch_config() -> watcher::Config {
 }
 
 /// A watch into a reflector store: for the objects whose content is read (Namespaces' labels,
-/// NamespaceWorkers' status).
+/// NamespaceWorkers' status). `shown` sees each object once the store holds it.
 fn spawn_reflected<K>(
     events: impl Stream<Item = watcher::Result<Event<K>>> + Send + 'static,
     writer: reflector::store::Writer<K>,
     kind: &'static str,
     queue: Arc<WorkQueue>,
     key_of: fn(&K) -> Option<String>,
+    shown: impl Fn(&K) + Send + 'static,
 ) -> JoinHandle<()>
 where
     K: Resource + Clone + Debug + Send + Sync + 'static,
@@ -252,6 +294,7 @@ where
         while let Some(event) = events.next().await {
             match event {
                 Ok(Event::Apply(obj) | Event::Delete(obj)) => {
+                    shown(&obj);
                     if let Some(key) = key_of(&obj) {
                         queue.add(&key);
                     }
@@ -264,6 +307,9 @@ where
                 }
                 Ok(Event::InitApply(obj)) => relisted.extend(key_of(&obj)),
                 Ok(Event::InitDone) => {
+                    for obj in store.state() {
+                        shown(&obj);
+                    }
                     for key in relisted.drain(..) {
                         queue.add(&key);
                     }

@@ -24,7 +24,8 @@ fn rendered() -> Vec<Stamped> {
     ]
 }
 
-fn deployment(observed: Option<i64>, available: i64) -> Value {
+/// What flotilla keeps of a Deployment with that status: `None` before its controller looked.
+fn deployment(observed: Option<i64>, available: i64) -> Option<Health> {
     let mut d = json!({
         "metadata": {"generation": 1},
         "spec": {"replicas": 1},
@@ -35,7 +36,7 @@ fn deployment(observed: Option<i64>, available: i64) -> Value {
     if let Some(g) = observed {
         d["status"]["observedGeneration"] = json!(g);
     }
-    d
+    availability(&d)
 }
 
 fn at(seconds: i64) -> Timestamp {
@@ -45,14 +46,14 @@ fn at(seconds: i64) -> Timestamp {
 fn observe<'a>(
     rendered: Result<&'a [Stamped], String>,
     conflicts: &'a [(ObjectKey, String)],
-    workload: Option<&'a Value>,
+    health: Option<&'a Health>,
     now: Timestamp,
 ) -> Observation<'a> {
     Observation {
         namespace: "team-a",
         rendered,
         conflicts,
-        workload,
+        health,
         revision: "rev1",
         now,
         degraded_after: Duration::from_secs(300),
@@ -76,7 +77,7 @@ fn walks_pending_progressing_ready_degraded_ready() {
     let rolling = deployment(Some(1), 0);
     let (progressing, recheck) = compute(
         Some(&pending),
-        &observe(Ok(&objects), &[], Some(&rolling), at(10)),
+        &observe(Ok(&objects), &[], rolling.as_ref(), at(10)),
     );
     assert_eq!(progressing.phase, Phase::Progressing);
     assert_eq!(progressing.ready, "0/1");
@@ -89,7 +90,7 @@ fn walks_pending_progressing_ready_degraded_ready() {
 
     let (still, recheck) = compute(
         Some(&progressing),
-        &observe(Ok(&objects), &[], Some(&rolling), at(110)),
+        &observe(Ok(&objects), &[], rolling.as_ref(), at(110)),
     );
     assert_eq!(
         still, progressing,
@@ -100,7 +101,7 @@ fn walks_pending_progressing_ready_degraded_ready() {
     let up = deployment(Some(1), 1);
     let (ready, recheck) = compute(
         Some(&still),
-        &observe(Ok(&objects), &[], Some(&up), at(120)),
+        &observe(Ok(&objects), &[], up.as_ref(), at(120)),
     );
     assert_eq!(
         (ready.phase, ready.ready.as_str(), recheck),
@@ -113,12 +114,12 @@ fn walks_pending_progressing_ready_degraded_ready() {
 
     let (lost, _) = compute(
         Some(&ready),
-        &observe(Ok(&objects), &[], Some(&rolling), at(200)),
+        &observe(Ok(&objects), &[], rolling.as_ref(), at(200)),
     );
     assert_eq!(lost.phase, Phase::Progressing);
     let (degraded, recheck) = compute(
         Some(&lost),
-        &observe(Ok(&objects), &[], Some(&rolling), at(500)),
+        &observe(Ok(&objects), &[], rolling.as_ref(), at(500)),
     );
     assert_eq!((degraded.phase, recheck), (Phase::Degraded, None));
     assert!(
@@ -134,7 +135,7 @@ fn walks_pending_progressing_ready_degraded_ready() {
 
     let (recovered, _) = compute(
         Some(&degraded),
-        &observe(Ok(&objects), &[], Some(&up), at(600)),
+        &observe(Ok(&objects), &[], up.as_ref(), at(600)),
     );
     assert_eq!(recovered.phase, Phase::Ready);
 }
@@ -143,7 +144,7 @@ fn walks_pending_progressing_ready_degraded_ready() {
 fn a_deployment_not_yet_seen_by_its_controller_is_pending() {
     let objects = rendered();
     let fresh = deployment(None, 0);
-    let (status, _) = compute(None, &observe(Ok(&objects), &[], Some(&fresh), at(0)));
+    let (status, _) = compute(None, &observe(Ok(&objects), &[], fresh.as_ref(), at(0)));
     assert_eq!(status.phase, Phase::Pending);
 }
 
@@ -151,7 +152,7 @@ fn a_deployment_not_yet_seen_by_its_controller_is_pending() {
 fn render_failure_keeps_what_was_known_and_says_what_to_do() {
     let objects = rendered();
     let up = deployment(Some(1), 1);
-    let (ready, _) = compute(None, &observe(Ok(&objects), &[], Some(&up), at(0)));
+    let (ready, _) = compute(None, &observe(Ok(&objects), &[], up.as_ref(), at(0)));
     let error =
         "annotation override.flotilla.dev/parallelism: \"lots\" is not an integer".to_string();
     let (failed, _) = compute(Some(&ready), &observe(Err(error), &[], None, at(50)));
