@@ -71,28 +71,37 @@ impl NameWatches {
     /// Whether the name of `key` is taken by something flotilla did not stamp; `None` while
     /// that is not known (its watch has just been started, or too many names are watched).
     fn taken(&self, key: &ObjectKey) -> Option<bool> {
-        let mut watches = self.watches.lock().unwrap_or_else(|p| p.into_inner());
+        let mut watches = lock(&self.watches);
         let id = (key.kind, key.name.clone());
-        if let Some(shared) = watches.get(&id) {
-            return shared.read().in_namespace(&key.namespace);
-        }
-        if watches.len() < MAX_NAME_WATCHES {
-            let api = Api::<StampedMeta>::all_with(self.client.clone(), &key.kind.api_resource());
-            let config = watch_config()
-                .labels(&self.selector)
-                .fields(&format!("metadata.name={}", key.name));
-            let what = format!("{} named {}", key.kind.name(), key.name);
-            let shared = spawn_kept(
-                what,
-                watcher::watcher(api, config),
-                Taken::default(),
-                &self.queue,
-            )
-            .0;
-            watches.insert(id, shared);
-        }
-        None
+        let shared = watch_of(&mut watches, id, || self.start(key))?;
+        shared.read().in_namespace(&key.namespace)
     }
+
+    fn start(&self, key: &ObjectKey) -> Shared<Taken> {
+        let api = Api::<StampedMeta>::all_with(self.client.clone(), &key.kind.api_resource());
+        let config = watch_config()
+            .labels(&self.selector)
+            .fields(&format!("metadata.name={}", key.name));
+        let what = format!("{} named {}", key.kind.name(), key.name);
+        let events = watcher::watcher(api, config);
+        spawn_kept(what, events, Taken::default(), &self.queue).0
+    }
+}
+
+/// The watch of `id` if one runs; if not, starts one with `start` (while fewer than
+/// `MAX_NAME_WATCHES` run) to answer from next time.
+fn watch_of<W>(
+    watches: &mut HashMap<(Kind, String), W>,
+    id: (Kind, String),
+    start: impl FnOnce() -> W,
+) -> Option<&W> {
+    if watches.contains_key(&id) {
+        return watches.get(&id);
+    }
+    if watches.len() < MAX_NAME_WATCHES {
+        watches.insert(id, start());
+    }
+    None
 }
 
 #[derive(Clone)]
@@ -366,4 +375,35 @@ fn spawn_kept<B: Bookkeeper + Send + Sync + 'static>(
         }
     });
     (shared, task)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_is_watched_from_its_second_use_and_none_past_the_cap() {
+        let mut watches = HashMap::new();
+        let name = |i: usize| (Kind::ConfigMap, format!("cm-{i}"));
+        for i in 0..MAX_NAME_WATCHES {
+            assert_eq!(
+                watch_of(&mut watches, name(i), || i),
+                None,
+                "first use of {i}"
+            );
+        }
+        assert_eq!(
+            watch_of(&mut watches, name(3), || panic!("started twice")),
+            Some(&3)
+        );
+        // Past the cap nothing is started: objects of that name are read instead.
+        let past = (Kind::ConfigMap, "one-too-many".to_string());
+        let started = watch_of(&mut watches, past.clone(), || panic!("past the cap"));
+        assert_eq!(started, None);
+        assert_eq!(
+            watch_of(&mut watches, past, || panic!("past the cap")),
+            None
+        );
+        assert_eq!(watches.len(), MAX_NAME_WATCHES);
+    }
 }
