@@ -172,7 +172,8 @@ async fn drift_is_repaired_deleted_objects_return_and_edits_are_reverted() {
         (cm.data?["instanceID"] == "drift-a").then_some(())
     })
     .await;
-    assert!(flotilla.logs().contains("drift repaired"));
+    // Waited for: the revert is visible a moment before flotilla has its response, and logs.
+    flotilla.wait_log("drift repaired").await;
     delete_namespaces(&client, &["drift-a"]).await;
 }
 

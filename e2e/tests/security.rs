@@ -504,17 +504,19 @@ async fn a_template_that_breaks_keeps_every_namespace_as_it_was() {
             "{ns}: {message}\n  lacks {reason}"
         );
     }
-    if let (_, Some(line)) = (
-        (),
-        flotilla
-            .logs()
-            .lines()
-            .find(|l| l.contains("sec-tb-undefined") && l.contains("values.nope")),
-    ) {
-        assert!(line.contains("zz-broken.yaml:7"), "{line}");
-    } else {
-        panic!("the render failure is not logged:\n{}", flotilla.logs());
-    }
+    // Logged with file and line. Waited for: others see the status a moment before flotilla
+    // has the response to its write, and logs.
+    flotilla
+        .wait_log("zz-broken.yaml:7: undefined value: `values.nope`")
+        .await;
+    let logs = flotilla.logs();
+    let line = logs
+        .lines()
+        .find(|l| l.contains("zz-broken.yaml:7: undefined value"));
+    assert!(
+        line.is_some_and(|l| l.contains("namespace=\"sec-tb-undefined\"")),
+        "the render failure is not logged for its namespace:\n{logs}"
+    );
     tokio::time::sleep(Duration::from_secs(3)).await;
     for (ns, _) in cases {
         assert_eq!(
