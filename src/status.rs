@@ -184,8 +184,7 @@ pub fn compute(
         }
     };
 
-    let health = seen.health;
-    let available = match (health, &seen.rendered) {
+    let available = match (seen.health, &seen.rendered) {
         (Some(h), _) if h.available => {
             condition("Available", "True", "MinimumReplicasAvailable", h.summary())
         }
@@ -261,7 +260,7 @@ pub fn compute(
         }
     };
 
-    let (ready_replicas, desired_replicas) = match health {
+    let (ready_replicas, desired_replicas) = match seen.health {
         Some(h) => (h.ready, h.desired),
         None => previous.map_or((0, 0), |p| (p.ready_replicas, p.desired_replicas)),
     };
@@ -303,7 +302,7 @@ fn controller_image(rendered: &[Stamped]) -> String {
 }
 
 /// What a Deployment's status says of its availability: all a worker's status needs of it, kept
-/// instead of the Deployment itself (a fleet's worth of which would be most of flotilla's memory).
+/// instead of the Deployment's fields in a fleet-wide cache.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Health {
     available: bool,

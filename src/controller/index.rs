@@ -64,7 +64,7 @@ pub struct KindIndex {
     instance: String,
     objects: HashMap<ObjectKey, Observed>,
     /// A kind has one or two objects per namespace: a short list, not a tree (whose smallest
-    /// node holds eleven keys and was a tenth of flotilla's memory).
+    /// node holds eleven keys).
     by_namespace: HashMap<String, Vec<ObjectKey>>,
     /// Objects with this instance's label that are not stamped objects: never touched, and
     /// their names are taken.
@@ -190,12 +190,11 @@ impl KindIndex {
     /// Inserts or replaces; returns the namespace the object was stamped for before, if that
     /// differs (someone relabelled it).
     fn insert(&mut self, observed: Observed) -> Option<String> {
-        let same = self
-            .objects
-            .get(&observed.key)
-            .is_some_and(|o| o.stamped_for == observed.stamped_for);
-        if same {
-            self.objects.insert(observed.key.clone(), observed);
+        // The usual event, a new version of an object stamped for the same namespace: in place.
+        if let Some(known) = self.objects.get_mut(&observed.key)
+            && known.stamped_for == observed.stamped_for
+        {
+            *known = observed;
             return None;
         }
         let previous = self.remove(&observed.key);

@@ -182,9 +182,6 @@ pub async fn reconcile(ctx: &Context, name: &str) -> Result<Outcome, Error> {
     let worker = worker::write(ctx, name, namespace.uid(), &status)
         .await
         .map_err(Error::on("write status of NamespaceWorker", name))?;
-    if let Some(worker) = &worker {
-        ctx.stores.wrote_worker(worker);
-    }
     let regarding = Regarding {
         namespace: namespace_ref(&namespace),
         worker: worker.as_ref().map(worker::reference),

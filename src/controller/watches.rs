@@ -13,8 +13,7 @@ use super::written::Written;
 use crate::kinds::Kind;
 use crate::object::ObjectKey;
 use crate::ownership;
-use crate::status::NamespaceWorker;
-use crate::status::WorkerStatus;
+use crate::status::{NamespaceWorker, WorkerStatus};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DynamicObject, PartialObjectMeta};
@@ -208,7 +207,7 @@ impl Stores {
             .or_else(|| self.worker(namespace)?.status.clone())
     }
 
-    /// `worker` (with its status) as a write just returned it.
+    /// `worker` (with its status) as a status write just returned it.
     pub fn wrote_worker(&self, worker: &NamespaceWorker) {
         let (Some(status), Some(version)) = (&worker.status, worker.resource_version()) else {
             return;

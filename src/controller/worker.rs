@@ -16,20 +16,24 @@ pub async fn write(
     status: &WorkerStatus,
 ) -> kube::Result<Option<NamespaceWorker>> {
     let api: Api<NamespaceWorker> = Api::all(ctx.client.clone());
-    let mut worker = match ctx.stores.worker(namespace) {
-        Some(worker) => (*worker).clone(),
+    // What the status is now: as the watch shows it, or as this process wrote it a moment ago
+    // (the watch not showing that yet must not cause the same write again).
+    let (mut worker, current) = match ctx.stores.worker(namespace) {
+        Some(worker) => ((*worker).clone(), ctx.stores.worker_status(namespace)),
         None => {
             let params = PostParams {
                 field_manager: Some(ctx.config.field_manager.clone()),
                 ..PostParams::default()
             };
             let object = worker_object(namespace, namespace_uid, &ctx.config.instance);
-            match api.create(&params, &object).await {
+            let worker = match api.create(&params, &object).await {
                 Ok(created) => created,
                 // Created by us a moment ago (the watch has not caught up), or by someone else.
                 Err(kube::Error::Api(e)) if e.code == 409 => api.get(namespace).await?,
                 Err(e) => return Err(e),
-            }
+            };
+            let current = worker.status.clone();
+            (worker, current)
         }
     };
     if ownership::owner(worker.metadata.labels.as_ref(), &ctx.config.instance)
@@ -41,7 +45,7 @@ pub async fn write(
         );
         return Ok(None);
     }
-    if worker.status.as_ref() != Some(status) {
+    if current.as_ref() != Some(status) {
         let params = PatchParams {
             field_manager: Some(ctx.config.field_manager.clone()),
             ..PatchParams::default()
@@ -50,6 +54,7 @@ pub async fn write(
         worker = api
             .patch_status(namespace, &params, &Patch::Merge(&patch))
             .await?;
+        ctx.stores.wrote_worker(&worker);
     }
     Ok(Some(worker))
 }
