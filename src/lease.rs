@@ -259,6 +259,15 @@ mod tests {
         assert_eq!(renewed.acquire_time, first.acquire_time);
         assert_eq!(renewed.renew_time, Some(MicroTime(at(102))));
         assert_eq!(renewed.lease_transitions, Some(1));
+        // Taken over from another holder: one more transition, a new acquire time.
+        let other = LeaseConfig {
+            identity: "b".into(),
+            ..config.clone()
+        };
+        let taken = claimed(Some(&renewed), &other, at(120), true);
+        assert_eq!(taken.lease_transitions, Some(2));
+        assert_eq!(taken.acquire_time, Some(MicroTime(at(120))));
+        assert_eq!(taken.holder_identity.as_deref(), Some("b"));
         assert!(
             config.renew_every() < config.renew_deadline()
                 && config.renew_deadline() < config.duration

@@ -186,7 +186,16 @@ fn conflicts_are_reported_and_excluded_from_objects() {
         "{}",
         status.message
     );
-    assert_eq!(status.objects.len(), 1);
+    let kept = StampedRef {
+        kind: "Deployment".into(),
+        namespace: "team-a".into(),
+        name: "workflow-controller".into(),
+    };
+    assert_eq!(
+        status.objects,
+        [kept],
+        "the conflicting ConfigMap is not listed"
+    );
     assert_eq!(condition(&status, "Applied").reason, "Conflict");
 }
 
