@@ -148,17 +148,26 @@ const WRITE_VERBS: [&str; 4] = ["POST", "PUT", "PATCH", "DELETE"];
 
 /// Write requests (POST, PUT, PATCH, DELETE) the API server has served, by verb, for the
 /// resources `counted` accepts: its own `apiserver_request_total` counter from `/metrics`.
+/// Panics if the counter cannot be read: a count of 0 must mean no writes, not no data.
 pub async fn apiserver_writes(
     client: &Client,
     counted: impl Fn(&str) -> bool,
 ) -> BTreeMap<String, u64> {
     let request = http::Request::get("/metrics").body(Vec::new()).unwrap();
-    let text = client.request_text(request).await.unwrap_or_default();
-    let mut by_verb = BTreeMap::new();
-    for line in text
+    let text = client
+        .request_text(request)
+        .await
+        .unwrap_or_else(|e| panic!("the API server's /metrics: {e}"));
+    let samples: Vec<&str> = text
         .lines()
         .filter(|l| l.starts_with("apiserver_request_total{"))
-    {
+        .collect();
+    assert!(
+        !samples.is_empty(),
+        "the API server's /metrics has no apiserver_request_total"
+    );
+    let mut by_verb = BTreeMap::new();
+    for line in samples {
         let Some(verb) = label(line, "verb").filter(|v| WRITE_VERBS.contains(v)) else {
             continue;
         };
@@ -169,7 +178,7 @@ pub async fn apiserver_writes(
             .rsplit(' ')
             .next()
             .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0);
+            .unwrap_or_else(|| panic!("no value in {line:?}"));
         *by_verb.entry(verb.to_string()).or_insert(0) += n as u64;
     }
     by_verb

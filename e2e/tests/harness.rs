@@ -2,6 +2,7 @@
 //! polling helpers. Each test runs its own flotilla `instance` with its own selector label, so
 //! no test can see (or reap) another's objects.
 
+pub use crate::audit::{AuditWindow, FLOTILLA_USER};
 use crate::common::{
     apiserver_writes, log_tail, spawn_flotilla, terminate, write_service_account_kubeconfig,
 };
@@ -307,7 +308,8 @@ impl Fleet {
         owners
     }
 
-    /// Waits until exactly the rendered set for `namespace` is stamped.
+    /// Waits until exactly the rendered set for `namespace` is stamped: the same objects, each
+    /// at the content hash `flotilla render` gives it, and nothing more.
     pub async fn wait_stamped(&self, client: &Client, namespace: &str) -> Vec<DynamicObject> {
         self.wait_stamped_annotated(client, namespace, &[]).await
     }
@@ -318,12 +320,19 @@ impl Fleet {
         namespace: &str,
         annotations: &[(&str, &str)],
     ) -> Vec<DynamicObject> {
-        let want = self.render(namespace, annotations).len();
+        let want: BTreeSet<Identity> = self
+            .render(namespace, annotations)
+            .iter()
+            .map(identity)
+            .collect();
         eventually(
-            &format!("{want} objects stamped for {namespace}"),
+            &format!(
+                "exactly the {} rendered objects stamped for {namespace}",
+                want.len()
+            ),
             || async {
                 let have = self.stamped_for(client, namespace).await;
-                (have.len() == want).then_some(have)
+                (stamped_set(&have) == want).then_some(have)
             },
         )
         .await
@@ -341,6 +350,30 @@ impl Fleet {
         )
         .await
     }
+}
+
+/// What identifies a stamped object and its content: kind, namespace, name and the
+/// `flotilla.dev/hash` annotation.
+pub type Identity = (String, String, String, String);
+
+/// The identity of an object as `flotilla render` prints it or as the API returns it.
+pub fn identity(object: &serde_json::Value) -> Identity {
+    let meta = &object["metadata"];
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+    (
+        text(&object["kind"]),
+        text(&meta["namespace"]),
+        text(&meta["name"]),
+        text(&meta["annotations"][ownership::HASH]),
+    )
+}
+
+/// The identities of objects listed by [`Fleet::stamped_for`].
+pub fn stamped_set(objects: &[DynamicObject]) -> BTreeSet<Identity> {
+    objects
+        .iter()
+        .map(|o| identity(&serde_json::to_value(o).unwrap()))
+        .collect()
 }
 
 pub async fn create_namespace(
@@ -423,19 +456,24 @@ impl Flotilla {
         .await
     }
 
-    /// One sample of this process's own `/metrics`.
-    pub async fn metric(&self, name: &str) -> Option<f64> {
+    /// This process's own `/metrics`. Panics if they cannot be fetched: a metric that could
+    /// not be read must never count as 0 (or as "not the leader").
+    pub async fn metrics(&self) -> String {
         let url = format!("http://{}/metrics", self.http_address().await);
-        let out = Command::new("curl").args(["-fsS", &url]).output().ok()?;
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        text.lines()
-            .find(|l| l.split_whitespace().next() == Some(name))?
-            .split_whitespace()
-            .nth(1)?
-            .parse()
-            .ok()
+        let out = Command::new("curl").args(["-fsS", &url]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{url}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// One sample of this process's own `/metrics`, which must be there.
+    pub async fn metric(&self, name: &str) -> f64 {
+        let text = self.metrics().await;
+        sample_sum(&text, name).unwrap_or_else(|| panic!("{name} is not in:\n{text}"))
+    }
     /// SIGTERM, as Kubernetes stops a pod, then reap the process.
     pub fn stop(mut self) {
         terminate(&mut self.child, Duration::from_secs(10));
@@ -455,6 +493,22 @@ impl Drop for Flotilla {
             );
         }
     }
+}
+
+/// In Prometheus text, the value of `series` (`name{label="value"}` exactly as exposed), or for
+/// a bare `name` the sum over all its label sets; `None` if there is no such sample (a counter
+/// family has none until its first increment).
+pub fn sample_sum(text: &str, series: &str) -> Option<f64> {
+    let values: Vec<f64> = text
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.rsplit_once(' '))
+        .filter(|(key, _)| {
+            *key == series || (!series.contains('{') && key.split('{').next() == Some(series))
+        })
+        .filter_map(|(_, value)| value.parse().ok())
+        .collect();
+    (!values.is_empty()).then(|| values.iter().sum())
 }
 
 /// A template placing one object in flotilla's own namespace, outside the namespace it is
@@ -490,36 +544,6 @@ pub async fn delete_namespaces(client: &Client, names: &[impl AsRef<str>]) {
     }
 }
 
-/// Requests `username` made, as the API server's audit log records them once answered
-/// (optionally only lines mentioning `needle`, which is much quicker on a long log).
-pub fn audited(username: &str, needle: Option<&str>) -> Vec<serde_json::Value> {
-    let state = std::env::var("FLOTILLA_E2E_DIR").unwrap_or_else(|_| "/tmp/flotilla-e2e".into());
-    let log = std::fs::read_to_string(PathBuf::from(state).join("audit.log")).unwrap_or_default();
-    log.lines()
-        .filter(|line| needle.is_none_or(|n| line.contains(n)))
-        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-        .filter(|e| e["stage"] == "ResponseComplete" && e["user"]["username"] == username)
-        .collect()
-}
-
-fn is_write(entry: &serde_json::Value) -> bool {
-    matches!(
-        entry["verb"].as_str(),
-        Some("create" | "update" | "patch" | "delete" | "deletecollection")
-    )
-}
-
-/// Write requests (create, update, patch, delete) made by `username`, from the API server's
-/// audit log: attributable to one identity, unlike the server's counters. Renewals of the leader
-/// Lease are left out: holding a lease is writing to it.
-pub fn audited_writes(username: &str) -> Vec<String> {
-    audited(username, None)
-        .iter()
-        .filter(|e| is_write(e) && e["objectRef"]["resource"] != "leases")
-        .map(|e| format!("{} {}", e["verb"], e["requestURI"]))
-        .collect()
-}
-
 /// Write requests (POST, PUT, PATCH, DELETE) the API server has served for `resources`,
 /// from its own `apiserver_request_total` counter.
 pub async fn write_requests(client: &Client, resources: &[&str]) -> u64 {
@@ -530,9 +554,6 @@ pub async fn write_requests(client: &Client, resources: &[&str]) -> u64 {
 }
 
 // ---- Helpers of the security suite (e2e/tests/security.rs). ----
-
-/// The username flotilla's ServiceAccount token authenticates as.
-pub const FLOTILLA_USER: &str = "system:serviceaccount:flotilla-system:flotilla";
 
 /// The bearer token of a kubeconfig written by [`kubeconfig_for`] (flotilla's own, for
 /// `env().flotilla_kubeconfig`): what must never show up in a log.
@@ -556,13 +577,4 @@ pub fn kubeconfig_for_account(namespace: &str, account: &str) -> PathBuf {
         .join(format!("{namespace}-{account}.kubeconfig"));
     write_kubeconfig(namespace, account, &path);
     path
-}
-
-/// Write requests (create, update, patch, delete) `username` made on objects in `namespace`,
-/// from the API server's audit log.
-pub fn audited_writes_in(username: &str, namespace: &str) -> usize {
-    audited(username, Some(namespace))
-        .iter()
-        .filter(|e| is_write(e) && e["objectRef"]["namespace"] == namespace)
-        .count()
 }

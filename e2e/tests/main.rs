@@ -2,6 +2,7 @@
 //! kube-apiserver, kube-controller-manager). flotilla runs as a process under the token of its
 //! own ServiceAccount, bound to the ClusterRole from manifests/. Run with `make test`.
 
+mod audit;
 mod cold_restart;
 #[path = "../common.rs"]
 mod common;

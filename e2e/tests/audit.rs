@@ -1,0 +1,100 @@
+//! The API server's audit log (Metadata level), read as a window from a moment on: who made
+//! which request, attributable to one identity, unlike the server's counters.
+//!
+//! A count of requests can only prove "none" if the log was read and covers the window, so a
+//! window panics when the log is missing, shorter than when it opened, or replaced (rotated):
+//! a comparison can never come out 0 == 0 for lack of data. Tests still add a positive control
+//! (a request that must be in the window) where they assert that something is absent.
+
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+
+/// The username flotilla's ServiceAccount token authenticates as.
+pub const FLOTILLA_USER: &str = "system:serviceaccount:flotilla-system:flotilla";
+
+fn log_path() -> PathBuf {
+    let state = std::env::var("FLOTILLA_E2E_DIR").unwrap_or_else(|_| "/tmp/flotilla-e2e".into());
+    PathBuf::from(state).join("audit.log")
+}
+
+/// The requests completed from the moment the window opened.
+pub struct AuditWindow {
+    inode: u64,
+    start: u64,
+}
+
+impl AuditWindow {
+    pub fn open() -> AuditWindow {
+        let meta = std::fs::metadata(log_path())
+            .unwrap_or_else(|e| panic!("the audit log {}: {e}", log_path().display()));
+        AuditWindow {
+            inode: meta.ino(),
+            start: meta.len(),
+        }
+    }
+
+    /// Completed requests by `username` in the window (only lines mentioning `needle`, if given:
+    /// much quicker than parsing every line).
+    pub fn requests(&self, username: &str, needle: Option<&str>) -> Vec<serde_json::Value> {
+        let path = log_path();
+        let mut file = std::fs::File::open(&path)
+            .unwrap_or_else(|e| panic!("the audit log {}: {e}", path.display()));
+        let meta = file.metadata().unwrap();
+        assert!(
+            meta.ino() == self.inode && meta.len() >= self.start,
+            "the audit log {} was rotated or truncated since the window opened: its counts would be wrong",
+            path.display()
+        );
+        file.seek(SeekFrom::Start(self.start)).unwrap();
+        let mut text = String::new();
+        file.read_to_string(&mut text).unwrap();
+        text.lines()
+            .filter(|line| needle.is_none_or(|n| line.contains(n)))
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .filter(|e| e["stage"] == "ResponseComplete" && e["user"]["username"] == username)
+            .collect()
+    }
+
+    /// Write requests (create, update, patch, delete) by `username`, as "verb URI". Renewals of
+    /// the leader Lease are left out: holding a lease is writing to it.
+    pub fn writes(&self, username: &str) -> Vec<String> {
+        self.requests(username, None)
+            .iter()
+            .filter(|e| is_write(e) && e["objectRef"]["resource"] != "leases")
+            .map(|e| format!("{} {}", e["verb"], e["requestURI"]))
+            .collect()
+    }
+
+    /// Write requests `username` made on objects in `namespace`.
+    pub fn writes_in(&self, username: &str, namespace: &str) -> usize {
+        self.requests(username, Some(namespace))
+            .iter()
+            .filter(|e| is_write(e) && e["objectRef"]["namespace"] == namespace)
+            .count()
+    }
+
+    /// Reads of the leader Lease `name` by `username`: what every replica does, leader or not,
+    /// so they show that the window holds its requests at all.
+    pub fn lease_reads(&self, username: &str, name: &str) -> usize {
+        self.requests(username, Some(&format!("/leases/{name}")))
+            .iter()
+            .filter(|e| e["verb"] == "get")
+            .count()
+    }
+
+    /// Writes (renewals, acquisitions) of the leader Lease `name` by `username`.
+    pub fn lease_writes(&self, username: &str, name: &str) -> usize {
+        self.requests(username, Some(&format!("/leases/{name}")))
+            .iter()
+            .filter(|e| is_write(e))
+            .count()
+    }
+}
+
+pub fn is_write(entry: &serde_json::Value) -> bool {
+    matches!(
+        entry["verb"].as_str(),
+        Some("create" | "update" | "patch" | "delete" | "deletecollection")
+    )
+}
