@@ -60,6 +60,16 @@ async fn set_pods_ready(client: &kube::Client, namespace: &str, ready: bool) {
     }
 }
 
+/// How many reconciles of `namespace` flotilla has logged (whether it wrote or not).
+fn reconciles_of(flotilla: &Flotilla, namespace: &str) -> usize {
+    let tag = format!("namespace={namespace}");
+    flotilla
+        .logs()
+        .lines()
+        .filter(|l| l.contains(&tag) && (l.contains("in sync") || l.contains("reconciled")))
+        .count()
+}
+
 fn kubectl_admin(args: &[&str]) -> String {
     kubectl(&env().admin_kubeconfig, args)
 }
@@ -261,7 +271,7 @@ async fn events_are_published_once_per_occurrence() {
 async fn overrides_change_only_their_namespace_and_a_bad_one_changes_nothing() {
     let client = admin().await;
     let fleet = Fleet::new("override");
-    let _flotilla = fleet.start();
+    let flotilla = fleet.start();
     let (canary, other) = ("override-canary", "override-other");
     for ns in [canary, other] {
         fleet.namespace(&client, ns, true).await;
@@ -276,7 +286,7 @@ async fn overrides_change_only_their_namespace_and_a_bad_one_changes_nothing() {
     };
     // What flotilla wrote there (audit log): the controller-manager keeps writing to the
     // Deployment and ServiceAccounts for a while after they appear, so resourceVersions would not tell.
-    let other_before = audited_writes_in(FLOTILLA_USER, other);
+    let audit = AuditWindow::open();
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let annotate = |value: Option<&str>, key: &str| serde_json::json!({"metadata": {"annotations": {format!("override.flotilla.dev/{key}"): value}}});
     let canary_image = "quay.io/argoproj/workflow-controller:v4.1.3-rc1";
@@ -294,14 +304,37 @@ async fn overrides_change_only_their_namespace_and_a_bad_one_changes_nothing() {
     .await;
     let worker = wait_phase(&client, canary, Phase::Progressing).await;
     assert_eq!(worker.status.unwrap().image, canary_image);
+    // The other namespace is looked at again after the override (a change to it makes flotilla
+    // render it anew), and nothing of the canary's reaches it.
+    let reconciled = || reconciles_of(&flotilla, other);
+    let before = reconciled();
+    let touch =
+        serde_json::json!({"metadata": {"annotations": {"e2e.flotilla.dev/touched": "yes"}}});
+    namespaces
+        .patch(other, &PatchParams::default(), &Patch::Merge(touch))
+        .await
+        .unwrap();
+    eventually(&format!("flotilla to reconcile {other} again"), || async {
+        (reconciled() > before).then_some(())
+    })
+    .await;
     assert_eq!(
-        audited_writes_in(FLOTILLA_USER, other),
-        other_before,
+        image_of(other).await.as_deref(),
+        Some("quay.io/argoproj/workflow-controller:v4.1.2")
+    );
+    // The window holds flotilla's writes: the canary's Deployment was patched in it.
+    assert!(
+        audit.writes_in(FLOTILLA_USER, canary) > 0,
+        "no writes in the canary seen"
+    );
+    assert_eq!(
+        audit.writes_in(FLOTILLA_USER, other),
+        0,
         "the other namespace is untouched"
     );
 
     // A bad override: reported with its key, and nothing changes.
-    let canary_before = audited_writes_in(FLOTILLA_USER, canary);
+    let audit = AuditWindow::open();
     let evil = "evil.example/controller:latest";
     namespaces
         .patch(
@@ -322,7 +355,15 @@ async fn overrides_change_only_their_namespace_and_a_bad_one_changes_nothing() {
         "{message}"
     );
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(audited_writes_in(FLOTILLA_USER, canary), canary_before);
+    // The window holds flotilla's writes: the RenderFailed status it wrote is in it.
+    let status_writes = audit
+        .requests(
+            FLOTILLA_USER,
+            Some(&format!("namespaceworkers/{canary}/status")),
+        )
+        .len();
+    assert!(status_writes > 0, "no status write for {canary} seen");
+    assert_eq!(audit.writes_in(FLOTILLA_USER, canary), 0);
     assert_eq!(image_of(canary).await.as_deref(), Some(canary_image));
 
     // Removing the override restores the defaults.

@@ -1,16 +1,23 @@
 //! A property test against the real control plane: random sequences of opt-in, opt-out, label
-//! changes, values changes, namespace deletions and flotilla restarts, each followed by a check
-//! of the model "stamped objects = the rendered objects of the currently opted-in namespaces,
-//! nothing else carries our labels, and an object flotilla did not create is unchanged".
+//! changes, values changes, namespace deletions, and flotilla stopping, being killed and
+//! starting again (with changes made while it was down), each followed by a check of the
+//! model: "each opted-in namespace holds exactly its rendered objects (one of them outside the
+//! namespace, which only flotilla can clean up) and a NamespaceWorker at the current revision;
+//! nothing else carries our labels or has a NamespaceWorker; an object flotilla did not create
+//! is unchanged".
 //!
-//! `make test` runs FLOTILLA_MODEL_CASES (default 1) sequences of FLOTILLA_MODEL_STEPS (default
-//! 24) steps; the seed is printed, and FLOTILLA_MODEL_SEED replays one.
+//! Every sequence covers what a short random walk can miss: an opted-in namespace deleted, a
+//! values change with namespaces opted in, and a start after changes made while flotilla was
+//! down. `make test` runs FLOTILLA_MODEL_CASES (default 3) sequences of FLOTILLA_MODEL_STEPS
+//! (default 16) steps from a fresh seed each run; the seed is printed, and FLOTILLA_MODEL_SEED
+//! replays a run.
 
 use crate::harness::*;
+use flotilla::status::{NamespaceWorker, Phase};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams, ResourceExt};
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 /// xorshift64*: reproducible from the printed seed, no dependency.
 struct Rng(u64);
@@ -32,14 +39,103 @@ impl Rng {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 enum Step {
     OptIn(usize),
     OptOut(usize),
     OtherLabelValue(usize),
     ChangeValues,
     DeleteNamespace(usize),
+    /// SIGTERM; the steps after it happen while flotilla is down.
+    Stop,
+    /// kill -9 and start again, or start if it was down.
     Restart,
+}
+
+const NAMESPACES: usize = 4;
+
+/// What the test knows of the world, stepped alongside it.
+#[derive(Clone, Default)]
+struct Model {
+    exists: [bool; NAMESPACES],
+    opted_in: [bool; NAMESPACES],
+    down: bool,
+}
+
+impl Model {
+    fn apply(&mut self, step: Step) {
+        match step {
+            Step::OptIn(i) | Step::OptOut(i) | Step::OtherLabelValue(i) => {
+                self.exists[i] = true;
+                self.opted_in[i] = step == Step::OptIn(i);
+            }
+            Step::DeleteNamespace(i) => {
+                self.exists[i] = false;
+                self.opted_in[i] = false;
+            }
+            Step::Stop => self.down = true,
+            Step::Restart => self.down = false,
+            Step::ChangeValues => {}
+        }
+    }
+}
+
+/// What one sequence must contain to check what a random walk may skip.
+#[derive(Default)]
+struct Coverage {
+    deleted_opted_in: bool,
+    values_changed_with_fleet: bool,
+    started_after_changes: bool,
+}
+
+fn draw_step(rng: &mut Rng, down: bool) -> Step {
+    let i = rng.next(NAMESPACES);
+    match rng.next(11) {
+        0..=2 => Step::OptIn(i),
+        3 | 4 => Step::OptOut(i),
+        5 => Step::OtherLabelValue(i),
+        6 => Step::ChangeValues,
+        7 | 8 => Step::DeleteNamespace(i),
+        9 if !down => Step::Stop,
+        _ => Step::Restart,
+    }
+}
+
+/// A sequence of `steps` that covers everything in [`Coverage`]: drawn again until it does.
+fn sequence(rng: &mut Rng, steps: usize) -> Vec<Step> {
+    for _ in 0..10_000 {
+        let (mut model, mut covered) = (Model::default(), Coverage::default());
+        let mut changed_while_down = false;
+        let mut drawn = Vec::with_capacity(steps);
+        for _ in 0..steps {
+            let step = draw_step(rng, model.down);
+            match step {
+                Step::DeleteNamespace(i) if model.opted_in[i] => covered.deleted_opted_in = true,
+                Step::ChangeValues if model.opted_in.contains(&true) => {
+                    covered.values_changed_with_fleet = true
+                }
+                Step::Restart if model.down && changed_while_down => {
+                    covered.started_after_changes = true
+                }
+                _ => {}
+            }
+            changed_while_down = match step {
+                Step::Stop | Step::Restart => false,
+                _ => changed_while_down || model.down,
+            };
+            model.apply(step);
+            drawn.push(step);
+        }
+        let Coverage {
+            deleted_opted_in,
+            values_changed_with_fleet,
+            started_after_changes,
+        } = covered;
+        if deleted_opted_in && values_changed_with_fleet && started_after_changes {
+            return drawn;
+        }
+    }
+    panic!("no sequence of {steps} steps covers the model's cases: use more steps");
 }
 
 fn env_number(name: &str, default: u64) -> u64 {
@@ -51,9 +147,13 @@ fn env_number(name: &str, default: u64) -> u64 {
 
 #[tokio::test]
 async fn random_sequences_keep_the_model() {
-    let cases = env_number("FLOTILLA_MODEL_CASES", 1);
-    let steps = env_number("FLOTILLA_MODEL_STEPS", 24);
-    let first_seed = env_number("FLOTILLA_MODEL_SEED", 0x5eed_f107_111a);
+    let cases = env_number("FLOTILLA_MODEL_CASES", 3);
+    let steps = env_number("FLOTILLA_MODEL_STEPS", 16);
+    let fresh = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let first_seed = env_number("FLOTILLA_MODEL_SEED", fresh);
+    println!("model: FLOTILLA_MODEL_SEED={first_seed} replays this run");
     for case in 0..cases {
         let seed = first_seed.wrapping_add(case);
         println!("model case {case}: seed {seed}, {steps} steps");
@@ -67,30 +167,27 @@ async fn run_case(seed: u64, steps: usize) {
     let mut rng = Rng::new(seed);
     // Names of their own per case: a case never sees the namespaces of the one before.
     let mut fleet = Fleet::new(&format!("model{:06x}", rng.next(1 << 24)));
-    let names: Vec<String> = (0..4).map(|i| format!("{}-{i}", fleet.instance)).collect();
+    fleet.add_template("outside.yaml", OUTSIDE_TEMPLATE);
+    let names: Vec<String> = (0..NAMESPACES)
+        .map(|i| format!("{}-{i}", fleet.instance))
+        .collect();
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    let mut exists = vec![false; names.len()];
-    let mut opted_in = vec![false; names.len()];
+    let mut model = Model::default();
     let mut untouchable: BTreeMap<String, String> = BTreeMap::new();
     let mut flotilla = Some(fleet.start());
-    for step in 0..steps {
-        let action = match rng.next(10) {
-            0..=2 => Step::OptIn(rng.next(names.len())),
-            3 | 4 => Step::OptOut(rng.next(names.len())),
-            5 => Step::OtherLabelValue(rng.next(names.len())),
-            6 => Step::ChangeValues,
-            7 | 8 => Step::DeleteNamespace(rng.next(names.len())),
-            _ => Step::Restart,
-        };
-        println!("  step {step}: {action:?}");
-        match action {
+    for (n, step) in sequence(&mut rng, steps).into_iter().enumerate() {
+        println!(
+            "  step {n}: {step:?}{}",
+            if model.down { " (flotilla down)" } else { "" }
+        );
+        match step {
             Step::OptIn(i) | Step::OptOut(i) | Step::OtherLabelValue(i) => {
-                let value = match action {
+                let value = match step {
                     Step::OptIn(_) => Some("on"),
                     Step::OptOut(_) => None,
                     _ => Some("off"),
                 };
-                if exists[i] {
+                if model.exists[i] {
                     let patch = Patch::Merge(fleet.opt_in_patch(value));
                     namespaces
                         .patch(&names[i], &PatchParams::default(), &patch)
@@ -104,18 +201,18 @@ async fn run_case(seed: u64, steps: usize) {
                         names[i].clone(),
                         plant_foreign_object(&client, &names[i]).await,
                     );
-                    exists[i] = true;
                 }
-                opted_in[i] = value == Some("on");
             }
             Step::ChangeValues => {
                 let parallelism = fleet.values["parallelism"].as_i64().unwrap_or(50);
                 fleet.values["parallelism"] = (if parallelism == 50 { 60 } else { 50 }).into();
-                drop(flotilla.take());
-                flotilla = Some(fleet.start());
+                // Values are read at start: a running flotilla is restarted with them.
+                if flotilla.take().is_some() {
+                    flotilla = Some(fleet.start());
+                }
             }
             Step::DeleteNamespace(i) => {
-                if exists[i] {
+                if model.exists[i] {
                     namespaces
                         .delete(&names[i], &DeleteParams::default())
                         .await
@@ -134,8 +231,11 @@ async fn run_case(seed: u64, steps: usize) {
                     )
                     .await;
                     untouchable.remove(&names[i]);
-                    exists[i] = false;
-                    opted_in[i] = false;
+                }
+            }
+            Step::Stop => {
+                if let Some(running) = flotilla.take() {
+                    running.stop();
                 }
             }
             Step::Restart => {
@@ -145,11 +245,20 @@ async fn run_case(seed: u64, steps: usize) {
                 flotilla = Some(fleet.start());
             }
         }
-        check_model(&client, &fleet, &names, &opted_in, &untouchable).await;
+        model.apply(step);
+        if !model.down {
+            check_model(&client, &fleet, &names, &model, &untouchable).await;
+        }
+    }
+    if model.down {
+        println!("  end: flotilla starts again");
+        flotilla = Some(fleet.start());
+        model.down = false;
+        check_model(&client, &fleet, &names, &model, &untouchable).await;
     }
     drop(flotilla);
     for (i, name) in names.iter().enumerate() {
-        if exists[i] {
+        if model.exists[i] {
             let _ = namespaces.delete(name, &DeleteParams::default()).await;
         }
     }
@@ -177,50 +286,33 @@ async fn check_model(
     client: &kube::Client,
     fleet: &Fleet,
     names: &[String],
-    opted_in: &[bool],
+    model: &Model,
     untouchable: &BTreeMap<String, String>,
 ) {
-    for (name, &on) in names.iter().zip(opted_in) {
+    let workers: Api<NamespaceWorker> = Api::all(client.clone());
+    for (name, &on) in names.iter().zip(&model.opted_in) {
         if on {
             let rendered = fleet.render(name, &[]);
-            let want: BTreeSet<(String, String)> = rendered
-                .iter()
-                .map(|o| {
-                    let hash = o["metadata"]["annotations"]["flotilla.dev/hash"]
-                        .as_str()
-                        .unwrap_or_default();
-                    (
-                        o["metadata"]["name"]
-                            .as_str()
-                            .unwrap_or_default()
-                            .to_string(),
-                        hash.to_string(),
-                    )
-                })
-                .collect();
+            let revision = rendered[0]["metadata"]["annotations"]["flotilla.dev/revision"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            fleet.wait_stamped(client, name).await;
             eventually(
-                &format!("{name} to hold exactly its rendered set"),
+                &format!("{name}'s NamespaceWorker at revision {revision}"),
                 || async {
-                    let have: BTreeSet<(String, String)> = fleet
-                        .stamped_for(client, name)
-                        .await
-                        .iter()
-                        .map(|o| {
-                            (
-                                o.name_any(),
-                                o.annotations()
-                                    .get("flotilla.dev/hash")
-                                    .cloned()
-                                    .unwrap_or_default(),
-                            )
-                        })
-                        .collect();
-                    (have == want).then_some(())
+                    let status = workers.get_opt(name).await.ok()??.status?;
+                    let healthy = !matches!(status.phase, Phase::RenderFailed | Phase::Conflict);
+                    (status.revision == revision && healthy).then_some(())
                 },
             )
             .await;
         } else {
             fleet.wait_reaped(client, name).await;
+            eventually(&format!("{name} without a NamespaceWorker"), || async {
+                workers.get_opt(name).await.ok()?.is_none().then_some(())
+            })
+            .await;
         }
     }
     for (namespace, version) in untouchable {
