@@ -1,6 +1,9 @@
 use super::*;
 use crate::kinds::Kind;
+use crate::object::{ObjectKey, Stamped};
+use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
+use std::time::Duration;
 
 fn rendered() -> Vec<Stamped> {
     let key = |kind, name: &str| ObjectKey {

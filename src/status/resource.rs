@@ -1,0 +1,134 @@
+//! The NamespaceWorker resource: flotilla's record of each opted-in namespace's controller, as
+//! `kubectl get nsw` shows it, and the object flotilla creates for a namespace.
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// What flotilla keeps for one opted-in namespace.
+// clippy reads the repeated `type_ = "string"` of the printer columns as duplicated attributes.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "flotilla.dev",
+    version = "v1alpha1",
+    kind = "NamespaceWorker",
+    shortname = "nsw",
+    doc = "The namespaced workflow-controller flotilla keeps for one opted-in namespace; one per namespace, named after it.",
+    status = "WorkerStatus",
+    derive = "PartialEq",
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Ready", type_ = "string", json_path = ".status.ready"),
+    printcolumn(name = "Revision", type_ = "string", json_path = ".status.revision"),
+    printcolumn(name = "Image", type_ = "string", json_path = ".status.image"),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    ),
+    printcolumn(
+        name = "Message",
+        type_ = "string",
+        json_path = ".status.message",
+        priority = "1"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct NamespaceWorkerSpec {
+    /// The opted-in namespace whose workflow-controller this is.
+    pub namespace: String,
+}
+
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkerStatus {
+    pub phase: Phase,
+    /// What is wrong and what to do, in plain words.
+    pub message: String,
+    /// Ready replicas of the controller Deployment, as `ready/desired`.
+    pub ready: String,
+    pub ready_replicas: i64,
+    pub desired_replicas: i64,
+    /// The templates-and-values revision last applied. Left out until there is one: 1.20 turns an
+    /// empty string in a custom resource into null, which the schema then refuses.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub revision: String,
+    /// The controller image last applied (left out until there is one, as `revision`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub image: String,
+    /// Everything stamped for this namespace.
+    pub objects: Vec<StampedRef>,
+    pub conditions: Vec<Condition>,
+    /// When a reconcile last changed this status (status is written only on change).
+    pub last_reconcile_time: String,
+}
+
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum Phase {
+    /// Applied; the controller Deployment has not been observed yet.
+    #[default]
+    Pending,
+    /// The Deployment is rolling out or recovering, within the deadline.
+    Progressing,
+    Ready,
+    /// The Deployment has been unavailable for longer than `degradedAfterSeconds`.
+    Degraded,
+    /// Templates or overrides failed for this namespace; nothing was changed.
+    RenderFailed,
+    /// A rendered object's name is taken by an object flotilla did not stamp.
+    Conflict,
+}
+
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StampedRef {
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    /// `Applied` or `Available`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    pub reason: String,
+    pub message: String,
+    pub last_transition_time: String,
+}
+
+/// The NamespaceWorker object (without status) flotilla creates for a namespace.
+pub fn worker_object(
+    namespace: &str,
+    namespace_uid: Option<String>,
+    instance: &str,
+) -> NamespaceWorker {
+    let mut worker = NamespaceWorker::new(
+        namespace,
+        NamespaceWorkerSpec {
+            namespace: namespace.into(),
+        },
+    );
+    worker.metadata.labels = Some(
+        crate::ownership::labels(instance, namespace)
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+    );
+    // Garbage-collected with its Namespace, even while flotilla is down.
+    worker.metadata.owner_references = namespace_uid.map(|uid| {
+        vec![
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                api_version: "v1".into(),
+                kind: "Namespace".into(),
+                name: namespace.into(),
+                uid,
+                ..Default::default()
+            },
+        ]
+    });
+    worker
+}
