@@ -99,19 +99,39 @@ pub async fn stamped_for(
     Ok(found)
 }
 
-/// Deletes an object only if it is still the one the watch saw (same uid), so an object that
-/// was replaced by someone else in between is never deleted. Returns whether this call deleted
-/// it: already gone (or replaced) is not an error.
-pub async fn delete(client: &Client, key: &ObjectKey, uid: Option<String>) -> kube::Result<bool> {
+/// Deletes an object only if it is still the one the decision was made on: the same uid (not
+/// replaced by someone else since) and, if given, the same resourceVersion (not changed since,
+/// say its labels removed). Returns whether this call deleted it: already gone, replaced or
+/// changed is not an error.
+pub async fn delete(
+    client: &Client,
+    key: &ObjectKey,
+    uid: Option<String>,
+    resource_version: Option<String>,
+) -> kube::Result<bool> {
+    delete_if(&api(client, key), &key.name, uid, resource_version).await
+}
+
+/// [`delete`] for any kind of object.
+pub async fn delete_if<K>(
+    api: &Api<K>,
+    name: &str,
+    uid: Option<String>,
+    resource_version: Option<String>,
+) -> kube::Result<bool>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
     let params = DeleteParams {
         preconditions: Some(Preconditions {
             uid,
-            resource_version: None,
+            resource_version,
         }),
         ..DeleteParams::background()
     };
-    match api(client, key).delete(&key.name, &params).await {
+    match api.delete(name, &params).await {
         Ok(_) => Ok(true),
+        // 409: a precondition failed.
         Err(kube::Error::Api(status)) if status.is_not_found() || status.code == 409 => Ok(false),
         Err(e) => Err(e),
     }

@@ -1,7 +1,8 @@
 //! flotilla: a meta-operator that stamps out one namespaced Argo workflow-controller per
 //! opted-in namespace, keeps it in sync, and reaps it on opt-out.
 //!
-//! Data flows one way: Namespace event -> render (pure) -> plan (pure) -> apply/prune.
+//! Data flows one way: Namespace event -> snapshot of what the watches know -> render (pure)
+//! -> plan (pure) -> execute (the only I/O) -> status (pure) -> the NamespaceWorker.
 
 pub mod client;
 pub mod cluster;
@@ -17,4 +18,5 @@ pub mod plan;
 pub mod render;
 pub mod selector;
 pub mod status;
+pub mod sync;
 pub mod telemetry;

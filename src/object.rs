@@ -28,3 +28,16 @@ pub struct Stamped {
     /// The template file it came from, for messages.
     pub template: String,
 }
+
+/// A stamped object as a watch last showed it: metadata only, enough to know whether it must be
+/// read, applied or deleted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Watched {
+    pub key: ObjectKey,
+    pub uid: Option<String>,
+    pub resource_version: Option<String>,
+    /// The namespace it was stamped for (its `flotilla.dev/namespace` label).
+    pub stamped_for: String,
+    /// The content hash it was last applied with (its `flotilla.dev/hash` annotation).
+    pub hash: Option<String>,
+}

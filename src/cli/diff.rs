@@ -4,13 +4,11 @@
 
 use super::{CliError, live};
 use flotilla::config::Config;
-use flotilla::plan::{self, Decision};
+use flotilla::plan::{self, NamespaceState, Step};
 use flotilla::render::Renderer;
 use flotilla::{cluster, diff, ownership};
 use kube::Client;
 use kube::ResourceExt;
-use kube::core::SelectorExt;
-use std::collections::BTreeSet;
 use std::path::Path;
 
 #[derive(clap::Args)]
@@ -55,12 +53,12 @@ async fn fleet(client: &Client, config: &Config) -> Result<Vec<String>, CliError
         .list_metadata(&Default::default())
         .await
         .map_err(api_error("listing namespaces".into()))?;
-    let mut names: BTreeSet<String> = namespaces
+    let opted_in = namespaces
         .items
         .iter()
-        .filter(|ns| config.selector.matches(ns.labels()))
-        .map(|ns| ns.name_any())
-        .collect();
+        .filter(|ns| NamespaceState::of(&ns.metadata, &config.selector).opted_in)
+        .map(|ns| ns.name_any());
+    let mut stamped_for = Vec::new();
     for kind in flotilla::kinds::Kind::ALL {
         let api: kube::Api<kube::api::DynamicObject> =
             kube::Api::all_with(client.clone(), &kind.api_resource());
@@ -70,12 +68,13 @@ async fn fleet(client: &Client, config: &Config) -> Result<Vec<String>, CliError
             .list_metadata(&params)
             .await
             .map_err(api_error(format!("listing {kind}s")))?;
-        names.extend(
+        stamped_for.extend(
             list.items
                 .iter()
                 .filter_map(|o| o.labels().get(ownership::FOR_NAMESPACE).cloned()),
         );
     }
+    let names = plan::fleet(opted_in, stamped_for);
     Ok(names.into_iter().collect())
 }
 
@@ -85,13 +84,12 @@ async fn diff_namespace(
     renderer: &Renderer,
     name: &str,
 ) -> Result<bool, CliError> {
-    let namespace = live::namespace(client, name).await?;
-    let opted_in = namespace.as_ref().filter(|ns| {
-        ns.metadata.deletion_timestamp.is_none() && config.selector.matches(ns.labels())
-    });
-    let desired = match opted_in {
+    let namespace = live::namespace(client, name)
+        .await?
+        .map(|ns| NamespaceState::of(&ns.metadata, &config.selector));
+    let desired = match namespace.filter(|ns| ns.opted_in) {
         Some(ns) => renderer
-            .render(&live::input(ns))
+            .render(&ns.input)
             .map_err(|e| CliError(anyhow::anyhow!("rendering for {name}:\n{e}")))?,
         None => Vec::new(),
     };
@@ -100,13 +98,13 @@ async fn diff_namespace(
         let live = cluster::get(client, &object.key, cluster::Read::Latest)
             .await
             .map_err(api_error(format!("reading {}", object.key)))?;
-        match plan::decide(object, live.as_ref(), &config.instance) {
-            Decision::InSync => continue,
-            Decision::Conflict(reason) => {
+        match plan::after_read(object, live.as_ref(), &config.instance) {
+            Step::Conflict { reason, .. } => {
                 eprintln!("# {reason}: flotilla leaves it alone");
                 continue;
             }
-            Decision::Create | Decision::Update => {}
+            Step::Create { .. } | Step::Apply { .. } => {}
+            _ => continue,
         }
         let after = cluster::apply(client, &config.field_manager, object, cluster::Mode::DryRun)
             .await

@@ -1,10 +1,9 @@
-//! What the cluster-reading subcommands share: a client and a namespace's inputs.
+//! What the cluster-reading subcommands share: a client, a runtime, and reading a namespace.
 
 use super::CliError;
-use flotilla::render::NamespaceInput;
 use k8s_openapi::api::core::v1::Namespace;
+use kube::Client;
 use kube::api::{Api, PartialObjectMeta};
-use kube::{Client, ResourceExt};
 
 pub async fn client() -> Result<Client, CliError> {
     Client::try_default()
@@ -21,14 +20,6 @@ pub async fn namespace(
         .get_metadata_opt(name)
         .await
         .map_err(|e| CliError(anyhow::anyhow!("reading namespace {name}: {e}")))
-}
-
-pub fn input(namespace: &PartialObjectMeta<Namespace>) -> NamespaceInput {
-    NamespaceInput {
-        name: namespace.name_any(),
-        labels: namespace.labels().clone(),
-        annotations: namespace.annotations().clone(),
-    }
 }
 
 pub fn runtime() -> Result<tokio::runtime::Runtime, CliError> {

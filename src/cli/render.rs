@@ -2,6 +2,7 @@
 //! with `--live`, for a namespace as it is in the cluster).
 
 use super::{CliError, live};
+use flotilla::plan::NamespaceState;
 use flotilla::render::{NamespaceInput, to_yaml};
 use flotilla::selector;
 use kube::core::SelectorExt;
@@ -40,7 +41,7 @@ pub fn render(config_path: &Path, args: &RenderArgs) -> Result<(), CliError> {
             let client = live::client().await?;
             live::namespace(&client, &args.namespace)
                 .await?
-                .map(|ns| live::input(&ns))
+                .map(|ns| NamespaceState::of(&ns.metadata, &config.selector).input)
                 .ok_or_else(|| {
                     CliError(anyhow::anyhow!(
                         "namespace {} does not exist",

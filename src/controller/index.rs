@@ -3,47 +3,33 @@
 //! Fed by one kind's watch of everything labelled with this instance; pure bookkeeping, no I/O.
 
 use crate::kinds::Kind;
-use crate::object::ObjectKey;
+use crate::object::{ObjectKey, Watched};
 use crate::ownership::{self, Owner};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-/// A stamped object as the watch last saw it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Observed {
-    pub key: ObjectKey,
-    pub uid: Option<String>,
-    pub resource_version: Option<String>,
-    /// The namespace it was stamped for (its `flotilla.dev/namespace` label).
-    pub stamped_for: String,
-    /// The content hash it was last applied with (its `flotilla.dev/hash` annotation).
-    pub hash: Option<String>,
-}
-
-impl Observed {
-    /// `None` for an object that carries this instance's label but not the rest of what marks
-    /// a stamped object (say, someone removed the label naming its namespace): nobody's.
-    fn from_meta(kind: Kind, instance: &str, meta: &ObjectMeta) -> Option<Observed> {
-        let Owner::Stamped(stamped_for) = ownership::owner(meta.labels.as_ref(), instance) else {
-            return None;
-        };
-        let stamped_for = stamped_for.to_string();
-        Some(Observed {
-            key: ObjectKey {
-                kind,
-                namespace: meta.namespace.clone().unwrap_or_default(),
-                name: meta.name.clone()?,
-            },
-            uid: meta.uid.clone(),
-            resource_version: meta.resource_version.clone(),
-            stamped_for,
-            hash: meta
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(ownership::HASH))
-                .cloned(),
-        })
-    }
+/// What the watch shows of a stamped object; `None` for an object that carries this instance's
+/// label but not the rest of what marks a stamped object (say, someone removed the label naming
+/// its namespace): nobody's.
+fn watched(kind: Kind, instance: &str, meta: &ObjectMeta) -> Option<Watched> {
+    let Owner::Stamped(stamped_for) = ownership::owner(meta.labels.as_ref(), instance) else {
+        return None;
+    };
+    Some(Watched {
+        key: ObjectKey {
+            kind,
+            namespace: meta.namespace.clone().unwrap_or_default(),
+            name: meta.name.clone()?,
+        },
+        uid: meta.uid.clone(),
+        resource_version: meta.resource_version.clone(),
+        stamped_for: stamped_for.to_string(),
+        hash: meta
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(ownership::HASH))
+            .cloned(),
+    })
 }
 
 /// What a metadata watch keeps up to date, event by event; each change returns the namespaces
@@ -62,7 +48,7 @@ pub trait Bookkeeper {
 pub struct KindIndex {
     kind: Kind,
     instance: String,
-    objects: HashMap<ObjectKey, Observed>,
+    objects: HashMap<ObjectKey, Watched>,
     /// A kind has one or two objects per namespace: a short list, not a tree (whose smallest
     /// node holds eleven keys).
     by_namespace: HashMap<String, Vec<ObjectKey>>,
@@ -70,7 +56,7 @@ pub struct KindIndex {
     /// their names are taken.
     unowned: HashSet<ObjectKey>,
     /// What has been listed since the watch (re)started; replaces the above once complete.
-    relist: Option<(HashMap<ObjectKey, Observed>, HashSet<ObjectKey>)>,
+    relist: Option<(HashMap<ObjectKey, Watched>, HashSet<ObjectKey>)>,
     /// Has seen one complete list.
     listed: bool,
 }
@@ -104,16 +90,16 @@ impl KindIndex {
 
 impl Bookkeeper for KindIndex {
     fn apply(&mut self, meta: &ObjectMeta) -> Vec<String> {
-        let Some(observed) = Observed::from_meta(self.kind, &self.instance, meta) else {
+        let Some(watched) = watched(self.kind, &self.instance, meta) else {
             // It lost a label: whatever it was stamped for must look again.
             let key = key_of(self.kind, meta);
             let touched = self.remove(&key).into_iter().collect();
             self.unowned.insert(key);
             return touched;
         };
-        self.unowned.remove(&observed.key);
-        let mut touched = vec![observed.stamped_for.clone()];
-        touched.extend(self.insert(observed));
+        self.unowned.remove(&watched.key);
+        let mut touched = vec![watched.stamped_for.clone()];
+        touched.extend(self.insert(watched));
         touched
     }
 
@@ -131,9 +117,9 @@ impl Bookkeeper for KindIndex {
         let Some((stamped, unowned)) = self.relist.as_mut() else {
             return;
         };
-        match Observed::from_meta(self.kind, &self.instance, meta) {
-            Some(observed) => {
-                stamped.insert(observed.key.clone(), observed);
+        match watched(self.kind, &self.instance, meta) {
+            Some(watched) => {
+                stamped.insert(watched.key.clone(), watched);
             }
             None => {
                 unowned.insert(key_of(self.kind, meta));
@@ -159,10 +145,10 @@ impl Bookkeeper for KindIndex {
         for key in gone {
             touched.extend(self.remove(&key));
         }
-        for (key, observed) in listed {
-            if self.objects.get(&key) != Some(&observed) {
-                touched.insert(observed.stamped_for.clone());
-                touched.extend(self.insert(observed));
+        for (key, watched) in listed {
+            if self.objects.get(&key) != Some(&watched) {
+                touched.insert(watched.stamped_for.clone());
+                touched.extend(self.insert(watched));
             }
         }
         if first {
@@ -174,7 +160,7 @@ impl Bookkeeper for KindIndex {
 
 impl KindIndex {
     /// This kind's objects stamped for `namespace`.
-    pub fn stamped_for(&self, namespace: &str) -> impl Iterator<Item = &Observed> {
+    pub fn stamped_for(&self, namespace: &str) -> impl Iterator<Item = &Watched> {
         self.by_namespace
             .get(namespace)
             .into_iter()
@@ -189,33 +175,33 @@ impl KindIndex {
 
     /// Inserts or replaces; returns the namespace the object was stamped for before, if that
     /// differs (someone relabelled it).
-    fn insert(&mut self, observed: Observed) -> Option<String> {
+    fn insert(&mut self, watched: Watched) -> Option<String> {
         // The usual event, a new version of an object stamped for the same namespace: in place.
-        if let Some(known) = self.objects.get_mut(&observed.key)
-            && known.stamped_for == observed.stamped_for
+        if let Some(known) = self.objects.get_mut(&watched.key)
+            && known.stamped_for == watched.stamped_for
         {
-            *known = observed;
+            *known = watched;
             return None;
         }
-        let previous = self.remove(&observed.key);
+        let previous = self.remove(&watched.key);
         self.by_namespace
-            .entry(observed.stamped_for.clone())
+            .entry(watched.stamped_for.clone())
             .or_insert_with(|| Vec::with_capacity(1))
-            .push(observed.key.clone());
-        self.objects.insert(observed.key.clone(), observed);
+            .push(watched.key.clone());
+        self.objects.insert(watched.key.clone(), watched);
         previous
     }
 
     /// Removes; returns the namespace it was stamped for.
     fn remove(&mut self, key: &ObjectKey) -> Option<String> {
-        let observed = self.objects.remove(key)?;
-        if let Some(keys) = self.by_namespace.get_mut(&observed.stamped_for) {
+        let watched = self.objects.remove(key)?;
+        if let Some(keys) = self.by_namespace.get_mut(&watched.stamped_for) {
             keys.retain(|k| k != key);
             if keys.is_empty() {
-                self.by_namespace.remove(&observed.stamped_for);
+                self.by_namespace.remove(&watched.stamped_for);
             }
         }
-        Some(observed.stamped_for)
+        Some(watched.stamped_for)
     }
 }
 

@@ -6,9 +6,16 @@
 //! Two lanes: keys from watch events and retries go ahead of the periodic full resync, so an
 //! opt-in is not stuck behind thousands of namespaces that are merely being looked at again.
 //! The resync lane still gets every [`RESYNC_SHARE`]th turn, so it cannot starve.
+//!
+//! Delayed adds (retries, status deadlines) go through kube-runtime's scheduler: one task for
+//! all of them, and a key delayed twice is added once, at the earlier time.
 
+use crate::sync::lock;
+use futures::StreamExt;
+use futures::channel::mpsc;
+use kube::runtime::scheduler::{ScheduleRequest, scheduler};
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 use tokio::sync::Notify;
 
@@ -80,16 +87,28 @@ impl State {
     }
 }
 
-#[derive(Default)]
 pub struct WorkQueue {
     state: Mutex<State>,
     ready: Notify,
+    delayed: mpsc::UnboundedSender<ScheduleRequest<String>>,
 }
 
 impl WorkQueue {
+    /// A queue, and the task that adds its delayed keys when they are due (it ends with the
+    /// queue).
+    pub fn start() -> Arc<WorkQueue> {
+        let (delayed, requests) = mpsc::unbounded();
+        let queue = Arc::new(WorkQueue {
+            state: Mutex::default(),
+            ready: Notify::new(),
+            delayed,
+        });
+        tokio::spawn(add_when_due(Arc::downgrade(&queue), requests));
+        queue
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
-        // A poisoned lock only means a worker panicked mid-update of plain sets; keep going.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.state)
     }
 
     fn add_to(&self, key: &str, lane: Lane) {
@@ -108,13 +127,14 @@ impl WorkQueue {
         self.add_to(key, Lane::Resync);
     }
 
-    /// Adds `key` after `delay`, for retries with backoff.
-    pub fn add_after(self: &Arc<Self>, key: String, delay: Duration) {
-        let queue = Arc::clone(self);
-        tokio::spawn(async move {
-            tokio::time::sleep(delay).await;
-            queue.add(&key);
-        });
+    /// Adds `key` after `delay` (or earlier, if it is already due earlier).
+    pub fn add_after(&self, key: String, delay: Duration) {
+        let request = ScheduleRequest {
+            message: key,
+            run_at: tokio::time::Instant::now() + delay,
+        };
+        // Fails only once the queue is being dropped: then nothing is waiting for the key.
+        let _ = self.delayed.unbounded_send(request);
     }
 
     /// Waits for the next key and marks it active; call [`WorkQueue::done`] when finished.
@@ -153,13 +173,26 @@ impl WorkQueue {
     }
 }
 
+async fn add_when_due(
+    queue: Weak<WorkQueue>,
+    requests: mpsc::UnboundedReceiver<ScheduleRequest<String>>,
+) {
+    let mut due = std::pin::pin!(scheduler(requests));
+    while let Some(key) = due.next().await {
+        let Some(queue) = queue.upgrade() else {
+            return;
+        };
+        queue.add(&key);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[tokio::test]
     async fn coalesces_duplicates_in_order() {
-        let q = WorkQueue::default();
+        let q = WorkQueue::start();
         for key in ["a", "b", "a", "c", "b"] {
             q.add(key);
         }
@@ -175,7 +208,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_key_added_while_active_runs_again_after_done() {
-        let q = WorkQueue::default();
+        let q = WorkQueue::start();
         q.add("a");
         let key = q.next().await;
         q.add("a");
@@ -194,7 +227,7 @@ mod tests {
 
     #[tokio::test]
     async fn events_go_ahead_of_resyncs_and_promote_them() {
-        let q = WorkQueue::default();
+        let q = WorkQueue::start();
         for key in ["r1", "r2", "r3"] {
             q.add_resync(key);
         }
@@ -215,7 +248,7 @@ mod tests {
 
     #[tokio::test]
     async fn resyncs_get_a_share_while_events_keep_coming() {
-        let q = WorkQueue::default();
+        let q = WorkQueue::start();
         q.add_resync("resync");
         for i in 0..20 {
             q.add(&format!("event-{i}"));
@@ -233,7 +266,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_key_active_during_an_event_runs_again_in_the_event_lane() {
-        let q = WorkQueue::default();
+        let q = WorkQueue::start();
         q.add_resync("a");
         let key = q.next().await;
         q.add_resync("a");
@@ -247,7 +280,7 @@ mod tests {
 
     #[tokio::test]
     async fn waiting_workers_are_woken() {
-        let q = Arc::new(WorkQueue::default());
+        let q = WorkQueue::start();
         let worker = tokio::spawn({
             let q = Arc::clone(&q);
             async move { q.next().await }
@@ -259,5 +292,21 @@ mod tests {
             .expect("worker woken")
             .unwrap();
         assert_eq!(key, "late");
+    }
+
+    #[tokio::test]
+    async fn a_key_delayed_twice_comes_once_at_the_earlier_time() {
+        let q = WorkQueue::start();
+        q.add_after("a".into(), Duration::from_millis(300));
+        q.add_after("a".into(), Duration::from_millis(20));
+        let first = tokio::time::timeout(Duration::from_millis(200), q.next()).await;
+        assert_eq!(first.expect("due at the earlier time"), "a");
+        q.done("a");
+        let again = tokio::time::timeout(Duration::from_millis(500), q.next()).await;
+        assert!(
+            again.is_err(),
+            "the later request was merged into the earlier one"
+        );
+        assert!(q.is_idle());
     }
 }

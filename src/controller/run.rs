@@ -3,17 +3,19 @@
 
 use super::Context;
 use super::events::Events;
+use super::execute;
+use super::memory::Memory;
 use super::queue::WorkQueue;
 use super::reconcile;
+use super::report::Outcome;
 use super::watches::Stores;
 use crate::client::Clients;
 use crate::config::Config;
 use crate::lease::{self, LeaseConfig};
 use crate::render::Renderer;
 use crate::telemetry::{self, ActionLabel, Metrics, ResultLabel};
-use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
@@ -40,8 +42,9 @@ pub async fn run(
         .map_err(|e| anyhow::anyhow!("cannot serve on {}: {e}", options.http_address))?;
     tokio::spawn(telemetry::serve(listener, Arc::clone(&metrics)));
 
-    let queue = Arc::new(WorkQueue::default());
-    let (stores, _watches) = Stores::start(&client, &config.instance, &queue);
+    let queue = WorkQueue::start();
+    let memory = Arc::new(Memory::default());
+    let (stores, _watches) = Stores::start(&client, &config.instance, &queue, &memory);
     tracing::info!("waiting for the watch caches to sync");
     stores.wait_until_ready().await;
     metrics.set_ready();
@@ -75,19 +78,18 @@ pub async fn run(
     };
 
     let resync = Duration::from_secs(config.resync_seconds);
-    let workers = config.concurrency;
+    let reconcilers = config.concurrency;
     let ctx = Arc::new(Context {
         client: client.clone(),
         config,
         renderer,
         stores,
+        memory,
         events: Events::start(client),
         metrics,
-        verified: Mutex::default(),
-        settled: Mutex::default(),
     });
-    for _ in 0..workers {
-        tokio::spawn(worker(
+    for _ in 0..reconcilers {
+        tokio::spawn(reconciler(
             Arc::clone(&ctx),
             Arc::clone(&queue),
             leader_rx.clone(),
@@ -142,8 +144,8 @@ async fn on_leadership(
     }
 }
 
-async fn worker(ctx: Arc<Context>, queue: Arc<WorkQueue>, mut leader: watch::Receiver<bool>) {
-    let mut failures: HashMap<String, u32> = HashMap::new();
+/// Takes namespaces off the queue one at a time, while this replica leads.
+async fn reconciler(ctx: Arc<Context>, queue: Arc<WorkQueue>, mut leader: watch::Receiver<bool>) {
     while leading(&mut leader).await {
         let name = tokio::select! {
             name = queue.next() => name,
@@ -158,7 +160,7 @@ async fn worker(ctx: Arc<Context>, queue: Arc<WorkQueue>, mut leader: watch::Rec
         record(&ctx.metrics, &result);
         match result {
             Ok(outcome) => {
-                failures.remove(&name);
+                ctx.memory.succeeded(&name);
                 if let Some(delay) = outcome.recheck {
                     queue.add_after(name.clone(), delay);
                 }
@@ -169,9 +171,7 @@ async fn worker(ctx: Arc<Context>, queue: Arc<WorkQueue>, mut leader: watch::Rec
                 }
             }
             Err(e) => {
-                let n = failures.entry(name.clone()).or_insert(0);
-                *n = n.saturating_add(1);
-                let delay = backoff(*n);
+                let delay = backoff(ctx.memory.failed(&name));
                 tracing::warn!(namespace = %name, error = %e, retry_in = ?delay, "reconcile failed");
                 queue.add_after(name.clone(), delay);
             }
@@ -183,7 +183,7 @@ async fn worker(ctx: Arc<Context>, queue: Arc<WorkQueue>, mut leader: watch::Rec
     }
 }
 
-fn record(metrics: &Metrics, result: &Result<reconcile::Outcome, reconcile::Error>) {
+fn record(metrics: &Metrics, result: &Result<Outcome, execute::Error>) {
     let label = match result {
         Ok(outcome) if outcome.render_failed => "render_failed",
         Ok(_) => "ok",

@@ -5,15 +5,16 @@
 //! of them is read. Each feeds an in-memory view and turns every change into the name of the
 //! namespace to reconcile.
 
-use super::index::{Bookkeeper, KindIndex, Observed};
-use super::lock;
+use super::index::{Bookkeeper, KindIndex};
+use super::memory::Memory;
 use super::queue::WorkQueue;
 use super::taken::Taken;
-use super::written::Written;
 use crate::kinds::Kind;
-use crate::object::ObjectKey;
+use crate::object::{ObjectKey, Watched};
 use crate::ownership;
-use crate::status::{NamespaceWorker, WorkerStatus};
+use crate::plan;
+use crate::status::NamespaceWorker;
+use crate::sync::{lock, read, write};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DynamicObject, PartialObjectMeta};
@@ -47,8 +48,7 @@ impl<B> Clone for Shared<B> {
 
 impl<B> Shared<B> {
     fn read(&self) -> RwLockReadGuard<'_, B> {
-        // A poisoned lock only means a panic mid-update of plain maps; they are still usable.
-        self.book.read().unwrap_or_else(|p| p.into_inner())
+        read(&self.book)
     }
 }
 
@@ -109,15 +109,17 @@ pub struct Stores {
     stamped: Vec<Shared<KindIndex>>,
     names: Arc<NameWatches>,
     workers: Store<NamespaceWorker>,
-    written: Arc<Mutex<Written>>,
 }
 
 impl Stores {
-    /// Starts every watch; the returned tasks run until the process ends.
+    /// Starts every watch; the returned tasks run until the process ends. What the
+    /// NamespaceWorker watch shows is told to `memory` (a status write it no longer needs to
+    /// keep).
     pub fn start(
         client: &Client,
         instance: &str,
         queue: &Arc<WorkQueue>,
+        memory: &Arc<Memory>,
     ) -> (Stores, Vec<JoinHandle<()>>) {
         let (ns_store, ns_writer) = reflector::store();
         let mut tasks = vec![spawn_reflected(
@@ -152,8 +154,7 @@ impl Stores {
         });
         let selector = ownership::watch_selector(instance);
         let (workers, workers_writer) = reflector::store();
-        let written = Arc::new(Mutex::new(Written::default()));
-        let shown = Arc::clone(&written);
+        let shown = Arc::clone(memory);
         tasks.push(spawn_reflected(
             watcher::watcher(
                 Api::<NamespaceWorker>::all(client.clone()),
@@ -165,7 +166,7 @@ impl Stores {
             |worker| Some(worker.name_any()),
             move |worker| {
                 if let Some(version) = worker.resource_version() {
-                    lock(&shown).watched(&worker.name_any(), &version);
+                    shown.worker_shown(&worker.name_any(), &version);
                 }
             },
         ));
@@ -174,7 +175,6 @@ impl Stores {
             stamped,
             names,
             workers,
-            written,
         };
         (stores, tasks)
     }
@@ -197,40 +197,12 @@ impl Stores {
         self.workers.get(&ObjectRef::new(namespace))
     }
 
-    /// The status of `namespace`'s worker as last written: by this process, if the watch does
-    /// not show that write yet.
-    pub fn worker_status(&self, namespace: &str) -> Option<WorkerStatus> {
-        let written = lock(&self.written);
-        written
-            .get(namespace)
-            .cloned()
-            .or_else(|| self.worker(namespace)?.status.clone())
-    }
-
-    /// `worker` (with its status) as a status write just returned it.
-    pub fn wrote_worker(&self, worker: &NamespaceWorker) {
-        let (Some(status), Some(version)) = (&worker.status, worker.resource_version()) else {
-            return;
-        };
-        let name = worker.name_any();
-        // Under the lock, so that the watch showing this version now or in a moment both end
-        // with nothing kept.
-        let mut written = lock(&self.written);
-        let watched = self.worker(&name).and_then(|w| w.resource_version());
-        written.wrote(&name, &version, status, watched.as_deref());
-    }
-
-    /// The worker of `namespace` was deleted: nothing written to it matters any more.
-    pub fn forget_worker(&self, namespace: &str) {
-        lock(&self.written).forget(namespace);
-    }
-
     pub fn namespace(&self, name: &str) -> Option<Arc<PartialObjectMeta<Namespace>>> {
         self.namespaces.get(&ObjectRef::new(name))
     }
 
     /// Everything this instance stamped for `namespace`, wherever it lives.
-    pub fn stamped_for(&self, namespace: &str) -> Vec<Observed> {
+    pub fn stamped_for(&self, namespace: &str) -> Vec<Watched> {
         self.stamped
             .iter()
             .flat_map(|shared| {
@@ -256,16 +228,18 @@ impl Stores {
     /// Stamped objects of namespaces that are gone are how deletions missed while flotilla was
     /// down get reaped.
     pub fn all_namespaces(&self) -> BTreeSet<String> {
-        let mut names: BTreeSet<String> = self
+        let existing = self
             .namespaces
             .state()
             .iter()
             .map(|ns| ns.name_any())
+            .collect::<Vec<_>>();
+        let stamped_for: Vec<String> = self
+            .stamped
+            .iter()
+            .flat_map(|shared| shared.read().namespaces().cloned().collect::<Vec<_>>())
             .collect();
-        for shared in &self.stamped {
-            names.extend(shared.read().namespaces().cloned());
-        }
-        names
+        plan::fleet(existing, stamped_for)
     }
 }
 
@@ -346,7 +320,7 @@ fn spawn_kept<B: Bookkeeper + Send + Sync + 'static>(
     let task = tokio::spawn(async move {
         let mut events = std::pin::pin!(events.default_backoff());
         while let Some(event) = events.next().await {
-            let write = || book.write().unwrap_or_else(|p| p.into_inner());
+            let write = || write(&book);
             let touched = match event {
                 Ok(Event::Apply(obj)) => write().apply(&obj.metadata),
                 Ok(Event::Delete(obj)) => write().delete(&obj.metadata),

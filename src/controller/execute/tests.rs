@@ -1,0 +1,288 @@
+//! The requests each step makes, against a scripted API (tower-test), as kube-rs/controller-rs
+//! tests its reconciler: every request is checked, and none may come that was not expected.
+
+use super::*;
+use crate::kinds::Kind;
+use crate::object::Stamped;
+use crate::plan::Step;
+use http::{Method, Request, Response, StatusCode};
+use kube::client::Body;
+use serde_json::{Value, json};
+
+const INSTANCE: &str = "fleet";
+
+/// One expected request and the answer to it.
+struct Exchange {
+    method: Method,
+    path: &'static str,
+    /// Must all appear in the query string.
+    query: &'static [&'static str],
+    status: StatusCode,
+    answer: Value,
+}
+
+fn exchange(method: Method, path: &'static str, query: &'static [&'static str]) -> Exchange {
+    Exchange {
+        method,
+        path,
+        query,
+        status: StatusCode::OK,
+        answer: json!({}),
+    }
+}
+
+impl Exchange {
+    fn answer(self, status: StatusCode, answer: Value) -> Exchange {
+        Exchange {
+            status,
+            answer,
+            ..self
+        }
+    }
+}
+
+/// Runs `steps` against an API that expects exactly `script`, in order; returns what each step
+/// did and the request bodies received.
+async fn run(
+    steps: Vec<Step<'_>>,
+    script: Vec<Exchange>,
+) -> (Vec<Result<Done, Error>>, Vec<Value>) {
+    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let server = tokio::spawn(async move {
+        let mut bodies = Vec::new();
+        for expected in script {
+            let (request, respond) = handle.next_request().await.unwrap_or_else(|| {
+                panic!("no request; expected {} {}", expected.method, expected.path)
+            });
+            let (method, uri) = (request.method().clone(), request.uri().clone());
+            assert_eq!(
+                (&method, uri.path()),
+                (&expected.method, expected.path),
+                "unexpected request {method} {uri}"
+            );
+            let query = uri.query().unwrap_or_default();
+            for part in expected.query {
+                assert!(
+                    query.contains(part),
+                    "{method} {uri}: no {part} in the query"
+                );
+            }
+            let bytes = http_body_util::BodyExt::collect(request.into_body())
+                .await
+                .unwrap()
+                .to_bytes();
+            bodies.push(serde_json::from_slice(&bytes).unwrap_or(Value::Null));
+            let body = Body::from(serde_json::to_vec(&expected.answer).unwrap());
+            respond.send_response(
+                Response::builder()
+                    .status(expected.status)
+                    .body(body)
+                    .unwrap(),
+            );
+        }
+        // The client is dropped once the steps are done: any further request would show here.
+        if let Some((request, _)) = handle.next_request().await {
+            panic!("unexpected request {} {}", request.method(), request.uri());
+        }
+        bodies
+    });
+    let client = Client::new(service, "default");
+    let executor = Executor {
+        client: &client,
+        field_manager: "flotilla",
+        instance: INSTANCE,
+    };
+    let done = executor.run(steps).await;
+    drop(client);
+    (done, server.await.unwrap())
+}
+
+fn labels(for_namespace: &str) -> Value {
+    json!({"app.kubernetes.io/managed-by": "flotilla", "flotilla.dev/instance": INSTANCE,
+        "flotilla.dev/namespace": for_namespace})
+}
+
+fn config_map() -> Stamped {
+    Stamped {
+        key: ObjectKey {
+            kind: Kind::ConfigMap,
+            namespace: "team-a".into(),
+            name: "cm".into(),
+        },
+        body: json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "cm", "namespace": "team-a", "labels": labels("team-a"),
+                "annotations": {"flotilla.dev/hash": "h1"}},
+            "data": {"k": "v"}}),
+        hash: "h1".into(),
+        template: "cm.yaml".into(),
+    }
+}
+
+/// The live ConfigMap at resourceVersion `rv` with `data`.
+fn live(rv: &str, data: Value) -> Value {
+    let mut object = config_map().body;
+    object["metadata"]["resourceVersion"] = json!(rv);
+    object["metadata"]["uid"] = json!("uid-cm");
+    object["data"] = data;
+    object
+}
+
+const CM: &str = "/api/v1/namespaces/team-a/configmaps/cm";
+const APPLY: &[&str] = &["fieldManager=flotilla", "force=true"];
+
+fn verified(rv: &str) -> Verified {
+    Verified {
+        resource_version: rv.into(),
+        health: None,
+    }
+}
+
+fn not_found() -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound",
+        "message": "configmaps \"cm\" not found", "code": 404})
+}
+
+#[tokio::test]
+async fn a_kept_object_costs_no_request() {
+    let cm = config_map();
+    let steps = vec![Step::Keep {
+        object: &cm,
+        verified: verified("7"),
+    }];
+    let (done, _) = run(steps, vec![]).await;
+    assert_eq!(
+        done.into_iter().map(Result::unwrap).collect::<Vec<_>>(),
+        [Done::InSync(cm.key.clone(), verified("7"))]
+    );
+}
+
+#[tokio::test]
+async fn a_create_is_one_server_side_apply_of_the_rendered_object() {
+    let cm = config_map();
+    let script = vec![
+        exchange(Method::PATCH, CM, APPLY).answer(StatusCode::OK, live("8", json!({"k": "v"}))),
+    ];
+    let (done, bodies) = run(vec![Step::Create { object: &cm }], script).await;
+    assert_eq!(
+        done.into_iter().map(Result::unwrap).collect::<Vec<_>>(),
+        [Done::Created(cm.key.clone(), verified("8"))]
+    );
+    assert_eq!(bodies, std::slice::from_ref(&cm.body));
+}
+
+#[tokio::test]
+async fn a_read_decides_what_follows() {
+    let cm = config_map();
+    let read = || exchange(Method::GET, CM, &["resourceVersion=0"]);
+    let apply = || exchange(Method::PATCH, CM, APPLY);
+    let cases: Vec<(&str, Vec<Exchange>, Done)> = vec![
+        (
+            "in sync: read only, remembered at the version read",
+            vec![read().answer(StatusCode::OK, live("9", json!({"k": "v"})))],
+            Done::InSync(cm.key.clone(), verified("9")),
+        ),
+        (
+            "edited: read, then applied back",
+            vec![
+                read().answer(StatusCode::OK, live("9", json!({"k": "edited"}))),
+                apply().answer(StatusCode::OK, live("10", json!({"k": "v"}))),
+            ],
+            Done::DriftRepaired(cm.key.clone(), verified("10")),
+        ),
+        (
+            "gone: read, then created",
+            vec![
+                read().answer(StatusCode::NOT_FOUND, not_found()),
+                apply().answer(StatusCode::OK, live("11", json!({"k": "v"}))),
+            ],
+            Done::Created(cm.key.clone(), verified("11")),
+        ),
+        (
+            "someone else's: read, and nothing written",
+            vec![read().answer(
+                StatusCode::OK,
+                json!({"metadata": {"name": "cm", "namespace": "team-a", "labels": {"app": "mine"}}}),
+            )],
+            Done::Conflict(
+                cm.key.clone(),
+                "ConfigMap team-a/cm exists and was not created by flotilla (instance fleet); it is left untouched".into(),
+            ),
+        ),
+    ];
+    for (case, script, want) in cases {
+        let (done, _) = run(vec![Step::Read { object: &cm }], script).await;
+        let done: Vec<Done> = done.into_iter().map(Result::unwrap).collect();
+        assert_eq!(done, [want], "{case}");
+    }
+}
+
+#[tokio::test]
+async fn a_delete_carries_the_uid_and_version_it_was_decided_on() {
+    let step = || Step::Delete {
+        key: config_map().key,
+        uid: Some("uid-cm".into()),
+        resource_version: Some("7".into()),
+        why: Removal::Pruned,
+    };
+    let delete = || exchange(Method::DELETE, CM, &[]);
+    let (done, bodies) = run(
+        vec![step()],
+        vec![delete().answer(StatusCode::OK, json!({}))],
+    )
+    .await;
+    assert_eq!(
+        done.into_iter().map(Result::unwrap).collect::<Vec<_>>(),
+        [Done::Deleted(config_map().key, Removal::Pruned)]
+    );
+    assert_eq!(
+        bodies[0]["preconditions"],
+        json!({"uid": "uid-cm", "resourceVersion": "7"})
+    );
+    assert_eq!(bodies[0]["propagationPolicy"], "Background");
+    // Changed since (409) or gone (404): not deleted, and no error.
+    let conflict = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Conflict", "code": 409,
+        "message": "Precondition failed: ResourceVersion in precondition: 7, ResourceVersion in object meta: 8"});
+    for (status, answer) in [
+        (StatusCode::CONFLICT, conflict),
+        (StatusCode::NOT_FOUND, not_found()),
+    ] {
+        let (done, _) = run(vec![step()], vec![delete().answer(status, answer)]).await;
+        assert_eq!(
+            done.into_iter().map(Result::unwrap).collect::<Vec<_>>(),
+            [Done::NotDeleted(config_map().key)]
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_refused_apply_is_an_error_and_the_next_step_still_runs() {
+    let cm = config_map();
+    let mut other = config_map();
+    other.key.name = "other".into();
+    other.body["metadata"]["name"] = json!("other");
+    let refused = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden", "code": 403,
+        "message": "configmaps \"cm\" is forbidden: exceeded quota"});
+    let script = vec![
+        exchange(Method::PATCH, CM, APPLY).answer(StatusCode::FORBIDDEN, refused),
+        exchange(
+            Method::PATCH,
+            "/api/v1/namespaces/team-a/configmaps/other",
+            APPLY,
+        )
+        .answer(StatusCode::OK, live("3", json!({"k": "v"}))),
+    ];
+    let steps = vec![
+        Step::Apply {
+            object: &cm,
+            why: Why::Outdated,
+        },
+        Step::Create { object: &other },
+    ];
+    let (done, _) = run(steps, script).await;
+    let error = done[0].as_ref().unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "apply ConfigMap team-a/cm: 403 Forbidden: configmaps \"cm\" is forbidden: exceeded quota"
+    );
+    assert!(matches!(done[1], Ok(Done::Created(..))));
+}

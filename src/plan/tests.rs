@@ -1,0 +1,352 @@
+use super::*;
+use crate::status::availability;
+use serde_json::json;
+use std::collections::HashMap;
+use std::time::Duration;
+
+const INSTANCE: &str = "fleet";
+
+fn key(kind: Kind, name: &str) -> ObjectKey {
+    ObjectKey {
+        kind,
+        namespace: "team-a".into(),
+        name: name.into(),
+    }
+}
+
+fn labels(for_namespace: &str) -> Value {
+    json!({"app.kubernetes.io/managed-by": "flotilla", "flotilla.dev/instance": INSTANCE,
+        "flotilla.dev/namespace": for_namespace})
+}
+
+/// A rendered object with content hash `hash`.
+fn rendered(kind: Kind, name: &str, hash: &str) -> Stamped {
+    let (api_version, data) = match kind {
+        Kind::Deployment => ("apps/v1", json!({"spec": {"replicas": 1}})),
+        _ => ("v1", json!({"data": {"k": "v"}})),
+    };
+    let mut body = json!({"apiVersion": api_version, "kind": kind.name(),
+        "metadata": {"name": name, "namespace": "team-a", "labels": labels("team-a"),
+            "annotations": {"flotilla.dev/hash": hash}}});
+    body.as_object_mut()
+        .unwrap()
+        .extend(data.as_object().unwrap().clone());
+    Stamped {
+        key: key(kind, name),
+        body,
+        hash: hash.into(),
+        template: format!("{name}.yaml"),
+    }
+}
+
+/// What the watch shows of a stamped object.
+fn watched(kind: Kind, name: &str, rv: &str, hash: &str) -> Watched {
+    Watched {
+        key: key(kind, name),
+        uid: Some(format!("uid-{name}")),
+        resource_version: Some(rv.into()),
+        stamped_for: "team-a".into(),
+        hash: Some(hash.into()),
+    }
+}
+
+fn opted_in(stamped: Vec<Watched>) -> Snapshot {
+    Snapshot {
+        name: "team-a".into(),
+        namespace: Some(NamespaceState {
+            resource_version: Some("100".into()),
+            opted_in: true,
+            ..NamespaceState::default()
+        }),
+        stamped,
+        worker_version: Some("200".into()),
+        ..Snapshot::default()
+    }
+}
+
+fn verified(rv: &str) -> Verified {
+    Verified {
+        resource_version: rv.into(),
+        health: None,
+    }
+}
+
+/// A step as a short word and the object's name, for table assertions.
+fn summary(step: &Step) -> (&'static str, String) {
+    match step {
+        Step::Keep { object, .. } => ("keep", object.key.name.clone()),
+        Step::Read { object } => ("read", object.key.name.clone()),
+        Step::Create { object } => ("create", object.key.name.clone()),
+        Step::Apply {
+            object,
+            why: Why::Outdated,
+        } => ("apply outdated", object.key.name.clone()),
+        Step::Apply {
+            object,
+            why: Why::Drifted,
+        } => ("apply drifted", object.key.name.clone()),
+        Step::Conflict { object, .. } => ("conflict", object.key.name.clone()),
+        Step::Delete { key, .. } => ("delete", key.name.clone()),
+    }
+}
+
+#[test]
+fn each_fast_path_saves_its_request() {
+    let cm = rendered(Kind::ConfigMap, "cm", "h1");
+    let cases: Vec<(&str, Snapshot, &str)> = vec![
+        ("nothing known: read first", opted_in(vec![]), "read"),
+        (
+            "a free name, as the name watch shows it: create without reading",
+            Snapshot {
+                vacant: HashSet::from([cm.key.clone()]),
+                ..opted_in(vec![])
+            },
+            "create",
+        ),
+        (
+            "verified at the version the watch shows: nothing at all",
+            Snapshot {
+                verified: HashMap::from([(cm.key.clone(), verified("7"))]),
+                ..opted_in(vec![watched(Kind::ConfigMap, "cm", "7", "h1")])
+            },
+            "keep",
+        ),
+        (
+            "verified at an older version: someone wrote since, read it",
+            Snapshot {
+                verified: HashMap::from([(cm.key.clone(), verified("6"))]),
+                ..opted_in(vec![watched(Kind::ConfigMap, "cm", "7", "h1")])
+            },
+            "read",
+        ),
+        (
+            "ours, last applied with another hash: apply without reading",
+            Snapshot {
+                verified: HashMap::from([(cm.key.clone(), verified("7"))]),
+                ..opted_in(vec![watched(Kind::ConfigMap, "cm", "7", "h0")])
+            },
+            "apply outdated",
+        ),
+        (
+            "ours, same hash, never verified: could hide an edit, read it",
+            opted_in(vec![watched(Kind::ConfigMap, "cm", "7", "h1")]),
+            "read",
+        ),
+    ];
+    for (case, snapshot, want) in cases {
+        let objects = [cm.clone()];
+        let steps = plan(&snapshot, &objects);
+        let got: Vec<_> = steps.iter().map(summary).collect();
+        assert_eq!(got, [(want, "cm".to_string())], "{case}");
+    }
+}
+
+#[test]
+fn a_kept_deployment_carries_its_health_as_verified() {
+    let deploy = rendered(Kind::Deployment, "d", "h1");
+    let status = json!({"metadata": {"generation": 1}, "spec": {"replicas": 1},
+        "status": {"observedGeneration": 1, "updatedReplicas": 1, "availableReplicas": 1, "readyReplicas": 1}});
+    let health = availability(&status).unwrap();
+    let snapshot = Snapshot {
+        verified: HashMap::from([(
+            deploy.key.clone(),
+            Verified {
+                resource_version: "7".into(),
+                health: Some(Box::new(health.clone())),
+            },
+        )]),
+        ..opted_in(vec![watched(Kind::Deployment, "d", "7", "h1")])
+    };
+    let objects = [deploy];
+    let Step::Keep { verified, .. } = &plan(&snapshot, &objects)[0] else {
+        panic!("not kept");
+    };
+    assert_eq!(verified.health.as_deref(), Some(&health));
+}
+
+#[test]
+fn orphans_are_deleted_workloads_first_with_the_version_they_were_seen_at() {
+    let objects = [rendered(Kind::ConfigMap, "kept", "h1")];
+    let snapshot = Snapshot {
+        vacant: HashSet::from([objects[0].key.clone()]),
+        ..opted_in(vec![
+            watched(Kind::ServiceAccount, "old-sa", "3", "x"),
+            watched(Kind::Deployment, "old-deploy", "4", "y"),
+        ])
+    };
+    let steps = plan(&snapshot, &objects);
+    let got: Vec<_> = steps.iter().map(summary).collect();
+    assert_eq!(
+        got,
+        [
+            ("create", "kept".to_string()),
+            ("delete", "old-deploy".to_string()),
+            ("delete", "old-sa".to_string())
+        ]
+    );
+    assert_eq!(
+        steps[1],
+        Step::Delete {
+            key: key(Kind::Deployment, "old-deploy"),
+            uid: Some("uid-old-deploy".into()),
+            resource_version: Some("4".into()),
+            why: Removal::Pruned,
+        }
+    );
+}
+
+#[test]
+fn a_reap_deletes_everything_stamped_and_nothing_else() {
+    let snapshot = opted_in(vec![
+        watched(Kind::ConfigMap, "cm", "1", "a"),
+        watched(Kind::Deployment, "d", "2", "b"),
+    ]);
+    let steps = reap(&snapshot);
+    let got: Vec<_> = steps.iter().map(summary).collect();
+    assert_eq!(
+        got,
+        [("delete", "d".to_string()), ("delete", "cm".to_string())]
+    );
+    assert!(steps.iter().all(|s| matches!(
+        s,
+        Step::Delete {
+            why: Removal::Reaped,
+            ..
+        }
+    )));
+    assert!(reap(&opted_in(vec![])).is_empty());
+}
+
+#[test]
+fn after_a_read_the_live_object_decides() {
+    let cm = rendered(Kind::ConfigMap, "cm", "h1");
+    let ours = |data: Value, hash: &str| {
+        let mut live = cm.body.clone();
+        live["metadata"]["resourceVersion"] = json!("9");
+        live["metadata"]["annotations"]["flotilla.dev/hash"] = json!(hash);
+        live["data"] = data;
+        live
+    };
+    let cases: Vec<(&str, Option<Value>, &str)> = vec![
+        ("gone", None, "create"),
+        (
+            "ours and as rendered",
+            Some(ours(json!({"k": "v"}), "h1")),
+            "keep",
+        ),
+        (
+            "ours, same hash, a field edited",
+            Some(ours(json!({"k": "edited"}), "h1")),
+            "apply drifted",
+        ),
+        (
+            "ours, rendered otherwise",
+            Some(ours(json!({"k": "old"}), "h0")),
+            "apply outdated",
+        ),
+        (
+            "someone else's",
+            Some(
+                json!({"metadata": {"name": "cm", "labels": {"app": "mine"}}, "data": {"k": "v"}}),
+            ),
+            "conflict",
+        ),
+        (
+            "another fleet's",
+            Some(json!({"metadata": {"name": "cm", "labels": {
+                "app.kubernetes.io/managed-by": "flotilla", "flotilla.dev/instance": "other",
+                "flotilla.dev/namespace": "team-a"}}})),
+            "conflict",
+        ),
+        (
+            "stamped for another namespace",
+            Some(
+                json!({"metadata": {"name": "cm", "labels": labels("team-b")}, "data": {"k": "v"}}),
+            ),
+            "conflict",
+        ),
+        (
+            "unlabelled",
+            Some(json!({"metadata": {"name": "cm"}})),
+            "conflict",
+        ),
+    ];
+    for (case, live, want) in cases {
+        let step = after_read(&cm, live.as_ref(), INSTANCE);
+        assert_eq!(summary(&step).0, want, "{case}");
+    }
+    let Step::Keep { verified, .. } =
+        after_read(&cm, Some(&ours(json!({"k": "v"}), "h1")), INSTANCE)
+    else {
+        panic!("not kept");
+    };
+    assert_eq!(
+        verified.resource_version, "9",
+        "verified at the version read"
+    );
+    let stamped_elsewhere = json!({"metadata": {"labels": labels("team-b")}});
+    let Step::Conflict { reason, .. } = after_read(&cm, Some(&stamped_elsewhere), INSTANCE) else {
+        panic!("not a conflict");
+    };
+    assert_eq!(
+        reason,
+        "ConfigMap team-a/cm was stamped for namespace team-b; it is left untouched"
+    );
+}
+
+#[test]
+fn triage_reaps_what_is_not_opted_in_and_skips_what_is_settled() {
+    let now = Instant::now();
+    let base = opted_in(vec![watched(Kind::ConfigMap, "cm", "7", "h1")]);
+    let settled_now = |until: Option<Instant>| Snapshot {
+        settled: Some(Settled {
+            fingerprint: fingerprint(&base),
+            until,
+        }),
+        ..base.clone()
+    };
+    assert!(matches!(triage(&base, now), Triage::Sync(ns) if ns.opted_in));
+    assert_eq!(triage(&settled_now(None), now), Triage::Settled);
+    let later = now + Duration::from_secs(5);
+    assert_eq!(triage(&settled_now(Some(later)), now), Triage::Settled);
+    let sync = |snapshot: &Snapshot, at| matches!(triage(snapshot, at), Triage::Sync(_));
+    assert!(sync(&settled_now(Some(later)), later), "deadline passed");
+    let mut edited = settled_now(None);
+    edited.stamped[0].resource_version = Some("8".into());
+    assert!(sync(&edited, now), "an object changed");
+    let mut relabelled = settled_now(None);
+    if let Some(ns) = relabelled.namespace.as_mut() {
+        ns.resource_version = Some("101".into());
+    }
+    assert!(sync(&relabelled, now), "the namespace changed");
+    let mut opted_out = settled_now(None);
+    if let Some(ns) = opted_out.namespace.as_mut() {
+        ns.opted_in = false;
+    }
+    assert_eq!(triage(&opted_out, now), Triage::Reap);
+    let gone = Snapshot {
+        namespace: None,
+        ..base.clone()
+    };
+    assert_eq!(triage(&gone, now), Triage::Reap);
+}
+
+#[test]
+fn the_fingerprint_follows_every_version_and_not_the_order() {
+    let objects = vec![
+        watched(Kind::ConfigMap, "x", "1", "a"),
+        watched(Kind::ConfigMap, "y", "2", "b"),
+    ];
+    let base = fingerprint(&opted_in(objects.clone()));
+    let reversed = objects.iter().rev().cloned().collect();
+    assert_eq!(base, fingerprint(&opted_in(reversed)));
+    let no_worker = Snapshot {
+        worker_version: None,
+        ..opted_in(objects.clone())
+    };
+    assert_ne!(base, fingerprint(&no_worker));
+    assert_ne!(base, fingerprint(&opted_in(objects[..1].to_vec())));
+    let mut recreated = objects.clone();
+    recreated[0].uid = Some("another".into());
+    assert_ne!(base, fingerprint(&opted_in(recreated)));
+}
