@@ -4,13 +4,18 @@
 //! waits behind a backlog of throttled work (and leadership is not lost because work is busy).
 
 use crate::config::Config;
-use std::time::Duration;
-use tower::limit::RateLimitLayer;
+use governor::clock::{Clock, DefaultClock};
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use std::future::Future;
+use std::num::NonZeroU32;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+use tower::{Layer, Service};
 
 pub struct Clients {
-    /// At most `apiBurst` requests per window of `apiBurst / apiQps` seconds, the windows one
-    /// after the other: `apiQps` on average, a burst of `apiBurst` at once (twice that across a
-    /// window boundary). Requests over the limit wait; none fail.
+    /// Under a token bucket, as client-go's QPS and burst: `apiBurst` requests at once, then
+    /// `apiQps` a second. Requests over the limit wait; none fail.
     pub work: kube::Client,
     /// A renewal every few seconds; not limited.
     pub lease: kube::Client,
@@ -20,11 +25,108 @@ pub async fn connect(config: &Config) -> kube::Result<Clients> {
     let kubeconfig = kube::Config::infer()
         .await
         .map_err(kube::Error::InferConfig)?;
-    let window = Duration::from_secs_f64(f64::from(config.api_burst) / f64::from(config.api_qps));
-    let limit = RateLimitLayer::new(u64::from(config.api_burst), window);
+    let throttle = Throttle::layer(config.api_qps, config.api_burst);
     let work = kube::client::ClientBuilder::try_from(kubeconfig.clone())?
-        .with_layer(&limit)
+        .with_layer(&throttle)
         .build();
     let lease = kube::Client::try_from(kubeconfig)?;
     Ok(Clients { work, lease })
+}
+
+/// A tower layer that admits a request once the token bucket has a token for it.
+#[derive(Clone)]
+pub struct ThrottleLayer {
+    limiter: Arc<DefaultDirectRateLimiter>,
+}
+
+pub struct Throttle<S> {
+    inner: S,
+    limiter: Arc<DefaultDirectRateLimiter>,
+    /// Waiting for the next token.
+    wait: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// A token was taken for the next call.
+    admitted: bool,
+}
+
+impl Throttle<()> {
+    /// `qps` a second with bursts of `burst` (a zero is taken as one: the config refuses it).
+    pub fn layer(qps: u32, burst: u32) -> ThrottleLayer {
+        let at_least_one = |n: u32| NonZeroU32::new(n).unwrap_or(NonZeroU32::MIN);
+        let quota = Quota::per_second(at_least_one(qps)).allow_burst(at_least_one(burst));
+        ThrottleLayer {
+            limiter: Arc::new(RateLimiter::direct(quota)),
+        }
+    }
+}
+
+impl<S> Layer<S> for ThrottleLayer {
+    type Service = Throttle<S>;
+
+    fn layer(&self, inner: S) -> Throttle<S> {
+        Throttle {
+            inner,
+            limiter: Arc::clone(&self.limiter),
+            wait: None,
+            admitted: false,
+        }
+    }
+}
+
+impl<S, R> Service<R> for Throttle<S>
+where
+    S: Service<R>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        while !self.admitted {
+            if let Some(wait) = self.wait.as_mut() {
+                ready!(wait.as_mut().poll(cx));
+                self.wait = None;
+            }
+            match self.limiter.check() {
+                Ok(()) => self.admitted = true,
+                Err(not_until) => {
+                    let delay = not_until.wait_time_from(DefaultClock::default().now());
+                    self.wait = Some(Box::pin(tokio::time::sleep(delay)));
+                }
+            }
+        }
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: R) -> S::Future {
+        self.admitted = false;
+        self.inner.call(request)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+    use tower::ServiceExt;
+
+    #[tokio::test]
+    async fn a_burst_passes_at_once_and_the_next_request_waits_for_a_token() {
+        let echo = tower::service_fn(|n: u32| async move { Ok::<_, std::convert::Infallible>(n) });
+        // One token a second: after the burst, the next one is a second away.
+        let mut service = Throttle::layer(1, 3).layer(echo);
+        for n in 0..3 {
+            let ready = tokio::time::timeout(Duration::from_millis(100), service.ready()).await;
+            let answer = ready
+                .expect("within the burst")
+                .unwrap()
+                .call(n)
+                .await
+                .unwrap();
+            assert_eq!(answer, n);
+        }
+        let over = tokio::time::timeout(Duration::from_millis(300), service.ready()).await;
+        assert!(over.is_err(), "the fourth request must wait for a token");
+        let later = tokio::time::timeout(Duration::from_secs(2), service.ready()).await;
+        assert!(later.is_ok(), "a token comes after a second");
+    }
 }

@@ -413,8 +413,8 @@ async fn the_client_side_rate_limit_holds_and_requests_wait_rather_than_fail() {
         .filter_map(received)
         .collect();
     times.sort();
-    // The limit is a fixed window of one second holding QPS requests, so any one-second span
-    // overlaps at most two windows.
+    // The limit is a token bucket of apiBurst tokens refilled at apiQps a second: any one-second
+    // span holds at most apiBurst + apiQps requests.
     let busiest = times
         .iter()
         .enumerate()
