@@ -1,14 +1,25 @@
-//! Leader election on a coordination.k8s.io/v1 Lease, client-go style: every write is a replace
-//! carrying the resourceVersion that was read, so two candidates can never both win (the API
-//! server rejects the second with 409). Only the leader writes; a standby keeps its caches warm
-//! and polls the Lease every second, so it takes over as soon as the Lease is released (on
-//! SIGTERM) or expires (the leader died).
+//! Leader election on a coordination.k8s.io/v1 Lease, by client-go's rules, with fencing:
+//!
+//! - every write is a replace carrying the resourceVersion that was read, so two candidates can
+//!   never both win (the API server refuses the second with 409);
+//! - another holder's lease is judged expired by this replica's monotonic clock: the time since
+//!   its record was last seen to change, never by comparing its renewTime with our wall clock,
+//!   so clock skew between replicas does not matter;
+//! - each round is time-boxed to what is left of the renew deadline, and the Lease client has a
+//!   request timeout and no retries, so a hung connection cannot keep a leader believing it leads;
+//! - the leader keeps the work client's fence open only until its last successful renewal plus
+//!   the renew deadline (two thirds of the lease), short of when anyone else may take over: a
+//!   leader that cannot renew, or a process frozen past that, stops writing by itself.
+//!
+//! kube-lease-manager (the one such crate on kube 5) judges expiry by the holder's renewTime
+//! against the local wall clock and has no fencing, so it is not used.
 
+use crate::client::Fence;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ObjectMeta, PostParams};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 #[derive(Debug, Clone)]
@@ -24,9 +35,14 @@ impl LeaseConfig {
     fn renew_every(&self) -> Duration {
         self.duration / 5
     }
-    /// ...and steps down if it could not renew for this long, before anyone may take over.
+    /// ...and writes only until this long after its last renewal began: before anyone else may
+    /// take over.
     fn renew_deadline(&self) -> Duration {
         self.duration * 2 / 3
+    }
+    /// A follower looks this often, and gives one read this long.
+    fn retry_every(&self) -> Duration {
+        Duration::from_secs(1)
     }
 }
 
@@ -41,26 +57,45 @@ pub enum Step {
     Follow,
 }
 
-pub fn step(spec: Option<&LeaseSpec>, identity: &str, now: Timestamp) -> Step {
-    let Some(spec) = spec else {
-        return Step::Acquire;
-    };
-    let holder = spec.holder_identity.as_deref().unwrap_or_default();
-    if holder == identity {
-        return Step::Renew;
-    }
-    if holder.is_empty() {
-        return Step::Acquire;
-    }
-    let duration = i64::from(spec.lease_duration_seconds.unwrap_or(0));
-    let expired = spec
-        .renew_time
-        .as_ref()
-        .is_none_or(|renewed| renewed.0.as_second() + duration < now.as_second());
-    if expired { Step::Acquire } else { Step::Follow }
+/// What a candidate has seen of a Lease another replica holds: the record, and when (by this
+/// replica's monotonic clock) it last changed.
+#[derive(Debug, Default)]
+pub struct Observer {
+    seen: Option<(LeaseSpec, Instant)>,
 }
 
-/// The Lease as `identity` writes it when acquiring or renewing; `release` empties it.
+impl Observer {
+    pub fn step(&mut self, current: Option<&LeaseSpec>, identity: &str, now: Instant) -> Step {
+        let Some(spec) = current else {
+            self.seen = None;
+            return Step::Acquire;
+        };
+        let holder = spec.holder_identity.as_deref().unwrap_or_default();
+        if holder == identity {
+            return Step::Renew;
+        }
+        if holder.is_empty() {
+            return Step::Acquire;
+        }
+        let since = match &self.seen {
+            Some((seen, since)) if seen == spec => *since,
+            _ => {
+                // A new record: the holder is alive as of now, whatever its clock says.
+                self.seen = Some((spec.clone(), now));
+                return Step::Follow;
+            }
+        };
+        let seconds = spec.lease_duration_seconds.unwrap_or(0).max(0);
+        let duration = Duration::from_secs(u64::try_from(seconds).unwrap_or(0));
+        if now.saturating_duration_since(since) >= duration {
+            Step::Acquire
+        } else {
+            Step::Follow
+        }
+    }
+}
+
+/// The Lease as `identity` writes it when acquiring or renewing.
 fn claimed(
     current: Option<&LeaseSpec>,
     config: &LeaseConfig,
@@ -86,60 +121,82 @@ fn claimed(
     }
 }
 
-/// Runs the election until `shutdown` resolves, publishing whether this process leads.
-/// On shutdown a leader releases the Lease, so a standby takes over within a second.
+/// Runs the election until `shutdown` resolves, publishing whether this process leads and
+/// keeping `fence` open exactly as long as its leadership is certain. On shutdown a leader
+/// closes the fence and releases the Lease, so a standby takes over within a second.
 pub async fn run(
     api: Api<Lease>,
     config: LeaseConfig,
     leader: watch::Sender<bool>,
+    fence: &Fence,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     let mut shutdown = std::pin::pin!(shutdown);
-    let mut last_renewed: Option<std::time::Instant> = None;
+    let mut observer = Observer::default();
+    // When the last successful renewal began: leadership is certain until that plus the deadline.
+    let mut renewed: Option<Instant> = None;
     loop {
-        let is_leader = match try_once(&api, &config).await {
-            Ok(held) => {
-                if held {
-                    last_renewed = Some(std::time::Instant::now());
-                }
-                held
-            }
-            Err(e) => {
+        let started = Instant::now();
+        let valid_until = renewed.map(|at| at + config.renew_deadline());
+        // A round never outlasts the leadership it would extend.
+        let budget = valid_until.map_or(config.retry_every(), |until| {
+            until.saturating_duration_since(started)
+        });
+        let answer = match tokio::time::timeout(budget, round(&api, &config, &mut observer)).await {
+            Ok(Ok(held)) => Some(held),
+            Ok(Err(e)) => {
                 tracing::warn!(lease = %config.name, error = %e, "lease update failed");
-                // Keep leading only while the lease we hold cannot have expired for others.
-                last_renewed.is_some_and(|t| t.elapsed() < config.renew_deadline())
+                None
+            }
+            Err(_) => {
+                tracing::warn!(lease = %config.name, ?budget, "lease update timed out");
+                None
             }
         };
-        if !is_leader {
-            last_renewed = None;
+        match answer {
+            Some(true) => {
+                renewed = Some(started);
+                fence.open_until(started + config.renew_deadline());
+            }
+            // Someone else holds it (or changed it under us): step down at once.
+            Some(false) => renewed = None,
+            // No answer: leading only while that is still certain.
+            None if valid_until.is_some_and(|until| Instant::now() < until) => {}
+            None => renewed = None,
         }
-        if *leader.borrow() != is_leader {
-            tracing::info!(lease = %config.name, identity = %config.identity, leader = is_leader, "leadership changed");
-            let _ = leader.send(is_leader);
+        if renewed.is_none() {
+            fence.close();
         }
-        let wait = if is_leader {
-            config.renew_every()
-        } else {
-            Duration::from_secs(1)
+        let leads = renewed.is_some();
+        if *leader.borrow() != leads {
+            tracing::info!(lease = %config.name, identity = %config.identity, leader = leads, "leadership changed");
+            let _ = leader.send(leads);
+        }
+        let wait = match renewed {
+            // The next renewal, or the moment leadership ends if that comes first.
+            Some(at) => config
+                .renew_every()
+                .min((at + config.renew_deadline()).saturating_duration_since(Instant::now())),
+            None => config.retry_every(),
         };
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
             _ = &mut shutdown => break,
         }
     }
-    if *leader.borrow() {
+    if renewed.is_some() {
+        fence.close();
         let _ = leader.send(false);
-        match release(&api, &config).await {
-            Ok(()) => tracing::info!(lease = %config.name, "lease released"),
-            Err(e) => {
-                tracing::warn!(lease = %config.name, error = %e, "could not release the lease; it expires by itself")
-            }
+        let release = tokio::time::timeout(config.retry_every(), release(&api, &config));
+        match release.await {
+            Ok(Ok(())) => tracing::info!(lease = %config.name, "lease released"),
+            _ => tracing::warn!(lease = %config.name, "could not release the lease; it expires by itself"),
         }
     }
 }
 
 /// One round: read the Lease, and acquire or renew it if we may. Returns whether we hold it.
-async fn try_once(api: &Api<Lease>, config: &LeaseConfig) -> kube::Result<bool> {
+async fn round(api: &Api<Lease>, config: &LeaseConfig, observer: &mut Observer) -> kube::Result<bool> {
     let now = Timestamp::now();
     let Some(current) = api.get_opt(&config.name).await? else {
         let lease = Lease {
@@ -155,7 +212,7 @@ async fn try_once(api: &Api<Lease>, config: &LeaseConfig) -> kube::Result<bool> 
             Err(e) => Err(e),
         };
     };
-    let acquire = match step(current.spec.as_ref(), &config.identity, now) {
+    let acquire = match observer.step(current.spec.as_ref(), &config.identity, Instant::now()) {
         Step::Follow => return Ok(false),
         Step::Acquire => true,
         Step::Renew => false,
@@ -196,81 +253,4 @@ async fn release(api: &Api<Lease>, config: &LeaseConfig) -> kube::Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn spec(holder: Option<&str>, renewed: i64, duration: i32) -> LeaseSpec {
-        LeaseSpec {
-            holder_identity: holder.map(str::to_string),
-            renew_time: Some(MicroTime(Timestamp::from_second(renewed).unwrap())),
-            lease_duration_seconds: Some(duration),
-            ..LeaseSpec::default()
-        }
-    }
-
-    fn at(second: i64) -> Timestamp {
-        Timestamp::from_second(second).unwrap()
-    }
-
-    #[test]
-    fn decides_who_may_write() {
-        assert_eq!(step(None, "a", at(100)), Step::Acquire);
-        assert_eq!(
-            step(Some(&spec(Some("a"), 95, 10)), "a", at(100)),
-            Step::Renew
-        );
-        assert_eq!(
-            step(Some(&spec(Some("b"), 95, 10)), "a", at(100)),
-            Step::Follow
-        );
-        assert_eq!(
-            step(Some(&spec(Some("b"), 85, 10)), "a", at(100)),
-            Step::Acquire,
-            "expired"
-        );
-        assert_eq!(
-            step(Some(&spec(None, 99, 1)), "a", at(100)),
-            Step::Acquire,
-            "released"
-        );
-        assert_eq!(
-            step(Some(&spec(Some(""), 99, 10)), "a", at(100)),
-            Step::Acquire,
-            "released"
-        );
-        let never_renewed = LeaseSpec {
-            holder_identity: Some("b".into()),
-            ..LeaseSpec::default()
-        };
-        assert_eq!(step(Some(&never_renewed), "a", at(100)), Step::Acquire);
-    }
-
-    #[test]
-    fn claims_count_transitions_and_keep_the_acquire_time_on_renewal() {
-        let config = LeaseConfig {
-            name: "l".into(),
-            identity: "a".into(),
-            duration: Duration::from_secs(10),
-        };
-        let first = claimed(None, &config, at(100), true);
-        assert_eq!(first.lease_transitions, Some(1));
-        assert_eq!(first.lease_duration_seconds, Some(10));
-        let renewed = claimed(Some(&first), &config, at(102), false);
-        assert_eq!(renewed.acquire_time, first.acquire_time);
-        assert_eq!(renewed.renew_time, Some(MicroTime(at(102))));
-        assert_eq!(renewed.lease_transitions, Some(1));
-        // Taken over from another holder: one more transition, a new acquire time.
-        let other = LeaseConfig {
-            identity: "b".into(),
-            ..config.clone()
-        };
-        let taken = claimed(Some(&renewed), &other, at(120), true);
-        assert_eq!(taken.lease_transitions, Some(2));
-        assert_eq!(taken.acquire_time, Some(MicroTime(at(120))));
-        assert_eq!(taken.holder_identity.as_deref(), Some("b"));
-        assert!(
-            config.renew_every() < config.renew_deadline()
-                && config.renew_deadline() < config.duration
-        );
-    }
-}
+mod tests;

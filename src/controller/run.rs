@@ -35,7 +35,7 @@ pub async fn run(
     clients: Clients,
     options: RunOptions,
 ) -> anyhow::Result<()> {
-    let client = clients.work;
+    let (client, fence) = (clients.work, clients.fence);
     let metrics = Arc::new(Metrics::default());
     let listener = tokio::net::TcpListener::bind(options.http_address)
         .await
@@ -57,6 +57,7 @@ pub async fn run(
     // closed channel tells the workers that leadership can never come again, i.e. shutdown.
     let mut always_leading = None;
     let election = if !config.leader_election.enabled {
+        fence.open_for_ever();
         always_leading = Some(leader_tx);
         None
     } else {
@@ -67,14 +68,12 @@ pub async fn run(
             duration: Duration::from_secs(config.leader_election.lease_duration_seconds),
         };
         tracing::info!(lease = %lease.name, identity = %lease.identity, "waiting for leadership");
-        Some(tokio::spawn(lease::run(
-            api,
-            lease,
-            leader_tx,
-            async move {
+        Some(tokio::spawn(async move {
+            let stop = async move {
                 let _ = stop_rx.wait_for(|stop| *stop).await;
-            },
-        )))
+            };
+            lease::run(api, lease, leader_tx, &fence, stop).await;
+        }))
     };
 
     let resync = Duration::from_secs(config.resync_seconds);

@@ -1,9 +1,5 @@
-//! The API clients the operator runs with, both on kube's usual stack (kubeconfig or in-cluster
-//! credentials): one for the work, under a client-side rate limit so that no loop, however wrong,
-//! can flood the API server; and one for the leader Lease alone, so that renewing leadership never
-//! waits behind a backlog of throttled work (and leadership is not lost because work is busy).
+//! The work client's rate limit: a token bucket (governor), as client-go's QPS and burst.
 
-use crate::config::Config;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use std::future::Future;
@@ -12,26 +8,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use tower::{Layer, Service};
-
-pub struct Clients {
-    /// Under a token bucket, as client-go's QPS and burst: `apiBurst` requests at once, then
-    /// `apiQps` a second. Requests over the limit wait; none fail.
-    pub work: kube::Client,
-    /// A renewal every few seconds; not limited.
-    pub lease: kube::Client,
-}
-
-pub async fn connect(config: &Config) -> kube::Result<Clients> {
-    let kubeconfig = kube::Config::infer()
-        .await
-        .map_err(kube::Error::InferConfig)?;
-    let throttle = Throttle::layer(config.api_qps, config.api_burst);
-    let work = kube::client::ClientBuilder::try_from(kubeconfig.clone())?
-        .with_layer(&throttle)
-        .build();
-    let lease = kube::Client::try_from(kubeconfig)?;
-    Ok(Clients { work, lease })
-}
 
 /// A tower layer that admits a request once the token bucket has a token for it.
 #[derive(Clone)]
