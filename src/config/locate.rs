@@ -36,7 +36,7 @@ pub fn line_of_key(text: &str, path: &str) -> Option<usize> {
             }
             for end in (at + 1..=segments.len()).rev() {
                 let key = segments[at..end].join(".");
-                if line.trim_start().starts_with(&format!("{key}:")) {
+                if sets(line.trim_start(), &key) {
                     matched = Some((i, indent(line), end));
                     break 'lines;
                 }
@@ -49,6 +49,13 @@ pub fn line_of_key(text: &str, path: &str) -> Option<usize> {
         (at, from, parent_indent) = (end, i + 1, Some(indent));
     }
     found
+}
+
+/// Whether a line's content (indentation stripped) sets `key`, plain or quoted.
+fn sets(content: &str, key: &str) -> bool {
+    ["", "'", "\""]
+        .iter()
+        .any(|quote| content.starts_with(&format!("{quote}{key}{quote}:")))
 }
 
 /// The key set on 1-based `line`, or, for a list item or continuation line, the key it belongs
@@ -98,6 +105,8 @@ overrides:
     type: x
   image: {type: string, pattern: '('}
 leaderElection: {leaseDurationSeconds: 1}
+'a b': 1
+\"c.d\": 2
 ";
 
     #[test]
@@ -114,6 +123,9 @@ leaderElection: {leaseDurationSeconds: 1}
             // In a flow mapping: the line of the nearest key that has one.
             ("overrides.image.pattern", Some(13)),
             ("leaderElection.leaseDurationSeconds", Some(14)),
+            // Quoted keys.
+            ("a b", Some(15)),
+            ("c.d", Some(16)),
             // Not set: the deepest part that is (and not the `n` of another mapping).
             ("overrides.n", Some(9)),
             ("n", None),

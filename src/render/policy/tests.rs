@@ -102,157 +102,162 @@ fn own_namespace_is_allowed_explicitly() {
 
 #[test]
 fn refuses_what_it_must_not_stamp() {
-    let cases = [
+    let not_allowed = |kind: &str, api_version: &str| {
+        format!(
+            "kind {kind} ({api_version}) is not allowed; flotilla stamps only namespaced kinds from its allowlist: v1/ServiceAccount, v1/ConfigMap, rbac.authorization.k8s.io/v1/Role, rbac.authorization.k8s.io/v1/RoleBinding, v1/Service, apps/v1/Deployment"
+        )
+    };
+    let cases: Vec<(Value, String)> = vec![
         (
             json!("just a string"),
-            "must render a YAML mapping (one Kubernetes object)",
+            "must render a YAML mapping (one Kubernetes object)".into(),
         ),
         (
             json!({"kind": "ConfigMap", "metadata": {"name": "c"}}),
-            "has no apiVersion: each template renders one Kubernetes object, with apiVersion, kind and metadata.name",
+            "has no apiVersion: each template renders one Kubernetes object, with apiVersion, kind and metadata.name".into(),
         ),
         (
             json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "x"}}),
-            "kind ClusterRoleBinding (rbac.authorization.k8s.io/v1) is not allowed; flotilla stamps only namespaced kinds from its allowlist: v1/ServiceAccount, v1/ConfigMap, rbac.authorization.k8s.io/v1/Role, rbac.authorization.k8s.io/v1/RoleBinding, v1/Service, apps/v1/Deployment",
+            not_allowed("ClusterRoleBinding", "rbac.authorization.k8s.io/v1"),
         ),
         (
             json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}),
-            "kind Namespace (v1) is not allowed; flotilla stamps only namespaced kinds from its allowlist: v1/ServiceAccount, v1/ConfigMap, rbac.authorization.k8s.io/v1/Role, rbac.authorization.k8s.io/v1/RoleBinding, v1/Service, apps/v1/Deployment",
+            not_allowed("Namespace", "v1"),
         ),
         (
             json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "x"}}),
-            "kind Secret (v1) is not allowed; flotilla stamps only namespaced kinds from its allowlist: v1/ServiceAccount, v1/ConfigMap, rbac.authorization.k8s.io/v1/Role, rbac.authorization.k8s.io/v1/RoleBinding, v1/Service, apps/v1/Deployment",
+            not_allowed("Secret", "v1"),
         ),
         (
             json!({"apiVersion": "v1", "kind": "ConfigMap"}),
-            "ConfigMap has no metadata mapping",
+            "ConfigMap has no metadata mapping".into(),
         ),
         (
             cm(json!({"namespace": "team-a"})),
-            "ConfigMap has no metadata.name",
+            "ConfigMap has no metadata.name".into(),
         ),
         (
             cm(json!({"name": "c", "namespace": "team-b"})),
-            "ConfigMap c is placed in namespace \"team-b\"; objects may only go to the target namespace (team-a) or flotilla's own (flotilla-system)",
+            "ConfigMap c is placed in namespace \"team-b\"; objects may only go to the target namespace (team-a) or flotilla's own (flotilla-system)".into(),
         ),
         (
             cm(json!({"name": "Bad_Name"})),
-            "ConfigMap name \"Bad_Name\" is not a valid name (lowercase alphanumerics, '-' and '.', at most 253, at most 63 between dots); a name composed from the namespace name fits with | dns_label",
+            "ConfigMap name \"Bad_Name\" is not a valid name (lowercase alphanumerics, '-' and '.', at most 253, at most 63 between dots); a name composed from the namespace name fits with | dns_label".into(),
         ),
         (
             cm(json!({"name": "c", "labels": {"n": 1}})),
-            "metadata.labels.n must be a string (quote it)",
+            "metadata.labels.n must be a string (quote it)".into(),
         ),
         (
             cm(json!({"name": "c", "labels": ["a"]})),
-            "metadata.labels must be a mapping",
+            "metadata.labels must be a mapping".into(),
         ),
         (
             cm(json!({"name": "c", "ownerReferences": []})),
-            "ConfigMap c sets metadata.ownerReferences, which flotilla manages itself or does not support",
+            "ConfigMap c sets metadata.ownerReferences, which flotilla manages itself or does not support".into(),
         ),
         (
             json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "9lives"}}),
-            "Service name \"9lives\" must be a DNS label: at most 63 lowercase alphanumerics or '-', starting with a letter",
+            "Service name \"9lives\" must be a DNS label: at most 63 lowercase alphanumerics or '-', starting with a letter".into(),
         ),
         (
             json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "x"}}),
-            "kind ClusterRole (rbac.authorization.k8s.io/v1) is not allowed; flotilla stamps only namespaced kinds from its allowlist: v1/ServiceAccount, v1/ConfigMap, rbac.authorization.k8s.io/v1/Role, rbac.authorization.k8s.io/v1/RoleBinding, v1/Service, apps/v1/Deployment",
+            not_allowed("ClusterRole", "rbac.authorization.k8s.io/v1"),
         ),
         (
             json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}}),
-            "kind Pod (v1) is not allowed; flotilla stamps only namespaced kinds from its allowlist: v1/ServiceAccount, v1/ConfigMap, rbac.authorization.k8s.io/v1/Role, rbac.authorization.k8s.io/v1/RoleBinding, v1/Service, apps/v1/Deployment",
+            not_allowed("Pod", "v1"),
         ),
         (
             json!({"apiVersion": "v1", "metadata": {"name": "c"}}),
-            "has no kind: each template renders one Kubernetes object, with apiVersion, kind and metadata.name",
+            "has no kind: each template renders one Kubernetes object, with apiVersion, kind and metadata.name".into(),
         ),
         (
             cm(json!({"name": format!("{}-x", "n".repeat(63))})),
-            "ConfigMap name \"nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn-x\" is not a valid name (lowercase alphanumerics, '-' and '.', at most 253, at most 63 between dots); a name composed from the namespace name fits with | dns_label",
+            "ConfigMap name \"nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn-x\" is not a valid name (lowercase alphanumerics, '-' and '.', at most 253, at most 63 between dots); a name composed from the namespace name fits with | dns_label".into(),
         ),
         (
             cm(json!({"name": "c", "labels": {"note": "has spaces"}})),
-            "ConfigMap c: metadata.labels: note: label value \"has spaces\": must be at most 63 characters of [A-Za-z0-9._-], starting and ending alphanumeric",
+            "ConfigMap c: metadata.labels: note: label value \"has spaces\": must be at most 63 characters of [A-Za-z0-9._-], starting and ending alphanumeric".into(),
         ),
         (
             cm(json!({"name": "c", "labels": {"note": "x".repeat(64)}})),
-            "ConfigMap c: metadata.labels: note: label value \"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\": must be at most 63 characters of [A-Za-z0-9._-], starting and ending alphanumeric",
+            "ConfigMap c: metadata.labels: note: label value \"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\": must be at most 63 characters of [A-Za-z0-9._-], starting and ending alphanumeric".into(),
         ),
         (
             cm(json!({"name": "c", "labels": {"bad key!": "x"}})),
-            "ConfigMap c: metadata.labels: label key \"bad key!\": the name must be 1-63 characters of [A-Za-z0-9._-], starting and ending alphanumeric",
+            "ConfigMap c: metadata.labels: label key \"bad key!\": the name must be 1-63 characters of [A-Za-z0-9._-], starting and ending alphanumeric".into(),
         ),
         (
             cm(json!({"name": "c", "annotations": {"a": "x".repeat(256 * 1024)}})),
-            "ConfigMap c: metadata.annotations are 262145 bytes; Kubernetes allows at most 262144",
+            "ConfigMap c: metadata.annotations are 262145 bytes; Kubernetes allows at most 262144".into(),
         ),
         (
             cm(json!({"name": "c", "annotations": {"no/good/key": "x"}})),
-            "ConfigMap c: metadata.annotations: label key \"no/good/key\": the prefix must be a DNS subdomain",
+            "ConfigMap c: metadata.annotations: label key \"no/good/key\": the prefix must be a DNS subdomain".into(),
         ),
         (
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"n": 1}}),
-            "ConfigMap c: data.n must be a string (quote it, or use | string)",
+            "ConfigMap c: data.n must be a string (quote it, or use | string)".into(),
         ),
         (
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a b": "x"}}),
-            "ConfigMap c: data key \"a b\" is not valid (at most 253 characters of [-._a-zA-Z0-9])",
+            "ConfigMap c: data key \"a b\" is not valid (at most 253 characters of [-._a-zA-Z0-9])".into(),
         ),
         (
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"big": "x".repeat(1024 * 1024)}}),
-            "ConfigMap c: data is 1048579 bytes; Kubernetes allows at most 1048576",
+            "ConfigMap c: data is 1048579 bytes; Kubernetes allows at most 1048576".into(),
         ),
         (
             json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "flotilla-system"}}),
-            "Deployment d is placed in flotilla's own namespace flotilla-system; only ServiceAccount, ConfigMap, Service may go there (RBAC or a workload there could reach flotilla's own credentials)",
+            "Deployment d is placed in flotilla's own namespace flotilla-system; only ServiceAccount, ConfigMap, Service may go there (RBAC or a workload there could reach flotilla's own credentials)".into(),
         ),
         (
             json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "argo-role", "namespace": "flotilla-system"}}),
-            "Role argo-role is placed in flotilla's own namespace flotilla-system; only ServiceAccount, ConfigMap, Service may go there (RBAC or a workload there could reach flotilla's own credentials)",
+            "Role argo-role is placed in flotilla's own namespace flotilla-system; only ServiceAccount, ConfigMap, Service may go there (RBAC or a workload there could reach flotilla's own credentials)".into(),
         ),
         (
             binding(
                 json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"}),
                 json!([]),
             ),
-            "RoleBinding b: roleRef must be a Role of apiGroup rbac.authorization.k8s.io (got kind \"ClusterRole\" apiGroup \"rbac.authorization.k8s.io\"); flotilla binds only the Roles it stamps, never a ClusterRole",
+            "RoleBinding b: roleRef must be a Role of apiGroup rbac.authorization.k8s.io (got kind \"ClusterRole\" apiGroup \"rbac.authorization.k8s.io\"); flotilla binds only the Roles it stamps, never a ClusterRole".into(),
         ),
         (
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"k": "a\u{7f}b"}}),
-            "ConfigMap c: data.k holds U+007F, a control character server-side apply cannot carry; remove it where it comes from (a namespace's annotation, usually)",
+            "ConfigMap c: data.k holds U+007F, a control character server-side apply cannot carry; remove it where it comes from (a namespace's annotation, usually)".into(),
         ),
         (
             cm(json!({"name": "c", "annotations": {"note": "a\u{85}b"}})),
-            "ConfigMap c: metadata.annotations.note holds U+0085, a control character server-side apply cannot carry; remove it where it comes from (a namespace's annotation, usually)",
+            "ConfigMap c: metadata.annotations.note holds U+0085, a control character server-side apply cannot carry; remove it where it comes from (a namespace's annotation, usually)".into(),
         ),
         (
             binding(
                 role_ref(),
                 json!([{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "system:authenticated"}]),
             ),
-            "RoleBinding b: binds system:authenticated, which stands for everyone; bind the ServiceAccounts that need the Role",
+            "RoleBinding b: binds system:authenticated, which stands for everyone; bind the ServiceAccounts that need the Role".into(),
         ),
         (
             binding(
                 role_ref(),
                 json!([{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "system:serviceaccounts:team-b"}]),
             ),
-            "RoleBinding b: binds system:serviceaccounts:team-b, which stands for everyone; bind the ServiceAccounts that need the Role",
+            "RoleBinding b: binds system:serviceaccounts:team-b, which stands for everyone; bind the ServiceAccounts that need the Role".into(),
         ),
         (
             binding(
                 role_ref(),
                 json!([{"kind": "ServiceAccount", "name": "argo", "namespace": "team-b"}]),
             ),
-            "RoleBinding b: binds ServiceAccount team-b/argo; a stamped RoleBinding may only bind ServiceAccounts of team-a",
+            "RoleBinding b: binds ServiceAccount team-b/argo; a stamped RoleBinding may only bind ServiceAccounts of team-a".into(),
         ),
         (
             binding(
                 role_ref(),
                 json!([{"kind": "ServiceAccount", "name": "flotilla", "namespace": "flotilla-system"}]),
             ),
-            "RoleBinding b: binds ServiceAccount flotilla-system/flotilla; a stamped RoleBinding may only bind ServiceAccounts of team-a",
+            "RoleBinding b: binds ServiceAccount flotilla-system/flotilla; a stamped RoleBinding may only bind ServiceAccounts of team-a".into(),
         ),
     ];
     for (doc, message) in cases {
