@@ -1,6 +1,6 @@
 //! flotilla's own credentials: its ServiceAccount token is refused what flotilla must not do
-//! (Secrets, RBAC beyond its templates, Namespaces, Pods, tokens), and the Roles it stamps grant
-//! what the README lists and nothing dangerous.
+//! (Secrets, cluster-wide or widened RBAC, bindings of powerful roles, Namespaces, Pods,
+//! tokens), and the Roles it stamps grant what the README lists and nothing dangerous.
 
 use super::helpers::*;
 use crate::harness::*;
@@ -15,7 +15,7 @@ pub(super) async fn flotillas_own_credentials_are_refused_what_it_must_not_do() 
     let flotilla = client_for(&env().flotilla_kubeconfig).await;
     let ns = "sec-rbac";
     create_namespace(&admin, ns, BTreeMap::new(), BTreeMap::new()).await;
-    targets_within_reach(&admin, ns).await;
+    targets_of_the_refused_requests(&admin, ns).await;
 
     its_token_works_for_what_flotilla_does(&flotilla, ns).await;
     secrets_are_refused(&flotilla, ns).await;
@@ -43,7 +43,7 @@ pub(super) async fn flotillas_own_credentials_are_refused_what_it_must_not_do() 
 
 /// What the refused requests aim at, made by the admin in `ns`: a Secret, a Role that grants
 /// everything, a ServiceAccount to bind or mint a token for.
-async fn targets_within_reach(admin: &kube::Client, ns: &str) {
+async fn targets_of_the_refused_requests(admin: &kube::Client, ns: &str) {
     let secret = Secret {
         metadata: meta("sec-rbac-secret"),
         string_data: Some(BTreeMap::from([("password".into(), "hunter2".into())])),
