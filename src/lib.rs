@@ -20,3 +20,4 @@ pub mod selector;
 pub mod status;
 pub mod sync;
 pub mod telemetry;
+pub mod yaml_error;

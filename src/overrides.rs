@@ -3,6 +3,7 @@
 //! are accepted, each checked against its declared type and bounds; anything else is refused
 //! with a message naming the annotation, and the namespace keeps what it has.
 
+use crate::selector::LabelError;
 use regex::Regex;
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -42,6 +43,63 @@ pub enum ValueType {
     Quantity,
 }
 
+/// A declaration in the config's `overrides` refused. Its key is the caller's: the message
+/// reads after `overrides.<key>` (or, see `setting`, `overrides.<key>.pattern`).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum OverrideError {
+    /// `override.flotilla.dev/<key>` would not be a valid annotation key.
+    #[error(transparent)]
+    AnnotationKey(LabelError),
+    #[error("there is no values.{0} to override")]
+    NoSuchValue(String),
+    #[error("{0}")]
+    Pattern(regex::Error),
+    #[error("pattern and enum apply to type string only")]
+    PatternNotOnString,
+    #[error("minimum and maximum apply to type integer only")]
+    BoundsNotOnInteger,
+}
+
+impl OverrideError {
+    /// The setting of the declaration at fault, when it is one setting rather than the whole.
+    pub fn setting(&self) -> Option<&'static str> {
+        match self {
+            OverrideError::Pattern(_) => Some("pattern"),
+            _ => None,
+        }
+    }
+}
+
+/// An override annotation on a Namespace refused: which annotation, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RefusedOverride {
+    pub annotation: String,
+    pub error: AnnotationError,
+}
+
+/// Why an override annotation's value (or key) was refused. Values are quoted with `shown`, so
+/// a 256 KiB annotation does not end up whole in the NamespaceWorker's status, an Event and
+/// the log.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum AnnotationError {
+    #[error("{} is not overridable (the config allows: {})", shown(.key), list(.allowed))]
+    NotOverridable { key: String, allowed: Vec<String> },
+    #[error("{} does not match the allowed pattern {pattern:?}", shown(.value))]
+    NoMatch { value: String, pattern: String },
+    #[error("{} is not one of {allowed:?}", shown(.value))]
+    NotOneOf { value: String, allowed: Vec<String> },
+    #[error("{} is not an integer", shown(.0))]
+    NotAnInteger(String),
+    #[error("{value} is below the minimum {minimum}")]
+    BelowMinimum { value: i64, minimum: i64 },
+    #[error("{value} is above the maximum {maximum}")]
+    AboveMaximum { value: i64, maximum: i64 },
+    #[error("{} is not true or false", shown(.0))]
+    NotABoolean(String),
+    #[error("{} is not a Kubernetes quantity (like 500m or 1Gi)", shown(.0))]
+    NotAQuantity(String),
+}
+
 /// A validated, ready-to-use override declaration.
 #[derive(Debug, Clone)]
 pub struct Override {
@@ -58,32 +116,26 @@ impl Override {
         key: &str,
         spec: OverrideSpec,
         values: &Map<String, Value>,
-    ) -> Result<Override, String> {
+    ) -> Result<Override, OverrideError> {
         let annotation = format!("{ANNOTATION_PREFIX}{key}");
-        crate::selector::valid_key(&annotation).map_err(|e| format!("overrides.{key}: {e}"))?;
+        crate::selector::valid_key(&annotation).map_err(OverrideError::AnnotationKey)?;
         let path: Vec<String> = key.split('.').map(str::to_string).collect();
         if lookup(values, &path).is_none() {
-            return Err(format!(
-                "overrides.{key}: there is no values.{key} to override"
-            ));
+            return Err(OverrideError::NoSuchValue(key.to_string()));
         }
         let pattern = spec
             .pattern
             .as_deref()
             .map(|p| Regex::new(&format!("^(?:{p})$")))
             .transpose()
-            .map_err(|e| format!("overrides.{key}.pattern: {e}"))?;
+            .map_err(OverrideError::Pattern)?;
         let string_only = spec.pattern.is_some() || spec.one_of.is_some();
         if string_only && spec.value_type != ValueType::String {
-            return Err(format!(
-                "overrides.{key}: pattern and enum apply to type string only"
-            ));
+            return Err(OverrideError::PatternNotOnString);
         }
         let bounded = spec.minimum.is_some() || spec.maximum.is_some();
         if bounded && spec.value_type != ValueType::Integer {
-            return Err(format!(
-                "overrides.{key}: minimum and maximum apply to type integer only"
-            ));
+            return Err(OverrideError::BoundsNotOnInteger);
         }
         Ok(Override {
             key: key.to_string(),
@@ -93,23 +145,25 @@ impl Override {
         })
     }
 
-    fn parse(&self, raw: &str) -> Result<Value, String> {
+    fn parse(&self, raw: &str) -> Result<Value, AnnotationError> {
         let spec = &self.spec;
         match spec.value_type {
             ValueType::String => {
                 if let Some(pattern) = &self.pattern
                     && !pattern.is_match(raw)
                 {
-                    return Err(format!(
-                        "{} does not match the allowed pattern {:?}",
-                        shown(raw),
-                        spec.pattern.as_deref().unwrap_or_default()
-                    ));
+                    return Err(AnnotationError::NoMatch {
+                        value: raw.to_string(),
+                        pattern: spec.pattern.clone().unwrap_or_default(),
+                    });
                 }
                 if let Some(one_of) = &spec.one_of
                     && !one_of.iter().any(|v| v == raw)
                 {
-                    return Err(format!("{} is not one of {one_of:?}", shown(raw)));
+                    return Err(AnnotationError::NotOneOf {
+                        value: raw.to_string(),
+                        allowed: one_of.clone(),
+                    });
                 }
                 Ok(Value::String(raw.to_string()))
             }
@@ -117,40 +171,42 @@ impl Override {
                 let n: i64 = raw
                     .trim()
                     .parse()
-                    .map_err(|_| format!("{} is not an integer", shown(raw)))?;
+                    .map_err(|_| AnnotationError::NotAnInteger(raw.to_string()))?;
                 if let Some(min) = spec.minimum
                     && n < min
                 {
-                    return Err(format!("{n} is below the minimum {min}"));
+                    return Err(AnnotationError::BelowMinimum {
+                        value: n,
+                        minimum: min,
+                    });
                 }
                 if let Some(max) = spec.maximum
                     && n > max
                 {
-                    return Err(format!("{n} is above the maximum {max}"));
+                    return Err(AnnotationError::AboveMaximum {
+                        value: n,
+                        maximum: max,
+                    });
                 }
                 Ok(Value::from(n))
             }
             ValueType::Boolean => match raw.trim() {
                 "true" => Ok(Value::Bool(true)),
                 "false" => Ok(Value::Bool(false)),
-                _ => Err(format!("{} is not true or false", shown(raw))),
+                _ => Err(AnnotationError::NotABoolean(raw.to_string())),
             },
             ValueType::Quantity => {
                 if QUANTITY.is_match(raw) {
                     Ok(Value::String(raw.to_string()))
                 } else {
-                    Err(format!(
-                        "{} is not a Kubernetes quantity (like 500m or 1Gi)",
-                        shown(raw)
-                    ))
+                    Err(AnnotationError::NotAQuantity(raw.to_string()))
                 }
             }
         }
     }
 }
 
-/// A value as messages quote it: at most 100 characters, so that a 256 KiB annotation does not
-/// end up whole in the NamespaceWorker's status, an Event and the log.
+/// A value as messages quote it: at most 100 characters.
 fn shown(raw: &str) -> String {
     const MAX: usize = 100;
     if raw.chars().count() <= MAX {
@@ -174,28 +230,27 @@ fn lookup_mut<'v>(values: &'v mut Map<String, Value>, path: &[String]) -> Option
 }
 
 /// The values for one namespace: the config's, with that namespace's valid overrides applied.
-/// Every problem is reported, as `(annotation, message)`.
+/// Every problem is reported.
 pub fn apply(
     values: &Map<String, Value>,
     declared: &[Override],
     annotations: &BTreeMap<String, String>,
-) -> Result<Map<String, Value>, Vec<(String, String)>> {
+) -> Result<Map<String, Value>, Vec<RefusedOverride>> {
     let mut result = values.clone();
     let mut errors = Vec::new();
     for (annotation, raw) in annotations {
         let Some(key) = annotation.strip_prefix(ANNOTATION_PREFIX) else {
             continue;
         };
+        let refuse = |error| RefusedOverride {
+            annotation: annotation.clone(),
+            error,
+        };
         let Some(declaration) = declared.iter().find(|o| o.key == key) else {
-            let allowed: Vec<&str> = declared.iter().map(|o| o.key.as_str()).collect();
-            errors.push((
-                annotation.clone(),
-                format!(
-                    "{} is not overridable (the config allows: {})",
-                    shown(key),
-                    list(&allowed)
-                ),
-            ));
+            errors.push(refuse(AnnotationError::NotOverridable {
+                key: key.to_string(),
+                allowed: declared.iter().map(|o| o.key.clone()).collect(),
+            }));
             continue;
         };
         match declaration.parse(raw) {
@@ -204,7 +259,7 @@ pub fn apply(
                     *slot = value;
                 }
             }
-            Err(message) => errors.push((annotation.clone(), message)),
+            Err(error) => errors.push(refuse(error)),
         }
     }
     if errors.is_empty() {
@@ -214,7 +269,7 @@ pub fn apply(
     }
 }
 
-fn list(keys: &[&str]) -> String {
+fn list(keys: &[String]) -> String {
     if keys.is_empty() {
         "nothing".into()
     } else {
@@ -223,229 +278,4 @@ fn list(keys: &[&str]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn values() -> Map<String, Value> {
-        json!({
-            "controllerImage": "quay.io/argoproj/workflow-controller:v4.1.2",
-            "parallelism": 50,
-            "debug": false,
-            "resources": {"limits": {"memory": "512Mi"}},
-        })
-        .as_object()
-        .unwrap()
-        .clone()
-    }
-
-    fn declared() -> Vec<Override> {
-        let specs = json!({
-            "controllerImage": {"type": "string", "pattern": r"quay\.io/argoproj/workflow-controller:v[0-9.]+(-rc[0-9]+)?"},
-            "parallelism": {"type": "integer", "minimum": 1, "maximum": 500},
-            "debug": {"type": "boolean"},
-            "resources.limits.memory": {"type": "quantity"},
-        });
-        specs
-            .as_object()
-            .unwrap()
-            .iter()
-            .map(|(k, s)| {
-                Override::new(k, serde_json::from_value(s.clone()).unwrap(), &values()).unwrap()
-            })
-            .collect()
-    }
-
-    fn annotations(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (format!("{ANNOTATION_PREFIX}{k}"), v.to_string()))
-            .collect()
-    }
-
-    #[test]
-    fn accepted_overrides_replace_only_their_value() {
-        let result = apply(
-            &values(),
-            &declared(),
-            &annotations(&[
-                (
-                    "controllerImage",
-                    "quay.io/argoproj/workflow-controller:v4.1.3-rc1",
-                ),
-                ("parallelism", "200"),
-                ("debug", "true"),
-                ("resources.limits.memory", "1Gi"),
-            ]),
-        )
-        .unwrap();
-        assert_eq!(
-            result["controllerImage"],
-            "quay.io/argoproj/workflow-controller:v4.1.3-rc1"
-        );
-        assert_eq!(result["parallelism"], 200);
-        assert_eq!(result["debug"], true);
-        assert_eq!(result["resources"]["limits"]["memory"], "1Gi");
-        let mut unrelated = BTreeMap::new();
-        unrelated.insert("example.com/other".to_string(), "x".to_string());
-        assert_eq!(apply(&values(), &declared(), &unrelated).unwrap(), values());
-    }
-
-    #[test]
-    fn rejected_overrides_name_the_annotation_and_the_problem() {
-        let errors = apply(
-            &values(),
-            &declared(),
-            &annotations(&[
-                ("controllerImage", "evil.example/controller:latest"),
-                ("parallelism", "lots"),
-                ("debug", "yes"),
-                ("resources.limits.memory", "a lot"),
-                ("executorImage", "x"),
-            ]),
-        )
-        .unwrap_err();
-        let text: Vec<String> = errors.iter().map(|(a, m)| format!("{a}: {m}")).collect();
-        let expect = [
-            "override.flotilla.dev/controllerImage: \"evil.example/controller:latest\" does not match",
-            "override.flotilla.dev/debug: \"yes\" is not true or false",
-            "override.flotilla.dev/executorImage: \"executorImage\" is not overridable (the config allows: controllerImage, debug, parallelism, resources.limits.memory)",
-            "override.flotilla.dev/parallelism: \"lots\" is not an integer",
-            "override.flotilla.dev/resources.limits.memory: \"a lot\" is not a Kubernetes quantity",
-        ];
-        assert_eq!(text.len(), expect.len(), "{text:#?}");
-        for (got, want) in text.iter().zip(expect) {
-            assert!(got.starts_with(want), "{got}\n  !~ {want}");
-        }
-        let errors = apply(
-            &values(),
-            &declared(),
-            &annotations(&[("parallelism", "5000")]),
-        )
-        .unwrap_err();
-        assert!(errors[0].1.contains("above the maximum 500"), "{errors:?}");
-    }
-
-    #[test]
-    fn only_the_declared_key_itself_is_overridable() {
-        // Not a parent of a declared key (which would replace the whole map and its bounds), not
-        // a child of one, not a lookalike, not a value that is not declared at all.
-        for key in [
-            "resources",
-            "resources.limits",
-            "resources.limits.memory.extra",
-            "controllerimage",
-            "controllerImage ",
-            "workflowDefaults.spec.serviceAccountName",
-        ] {
-            let errors = apply(&values(), &declared(), &annotations(&[(key, "x")])).unwrap_err();
-            assert_eq!(errors.len(), 1, "{key}: {errors:?}");
-            assert!(
-                errors[0].1.contains("is not overridable"),
-                "{key}: {errors:?}"
-            );
-        }
-        // With nothing declared, nothing is overridable, and the message says so.
-        let errors = apply(&values(), &[], &annotations(&[("parallelism", "1")])).unwrap_err();
-        assert!(
-            errors[0].1.ends_with("(the config allows: nothing)"),
-            "{errors:?}"
-        );
-    }
-
-    #[test]
-    fn patterns_bind_the_whole_value() {
-        for evil in [
-            "evil.example/argoproj/workflow-controller:v4.1.2",
-            "quay.io.evil.example/argoproj/workflow-controller:v4.1.2",
-            "quay.io/argoproj/workflow-controller:v4.1.2@sha256:0000",
-            "quay.io/argoproj/workflow-controller:v4.1.2\n",
-            "quay.io/argoproj/workflow-controller:v4.1.2\nimage: evil/x",
-            "x quay.io/argoproj/workflow-controller:v4.1.2",
-            "quay.io/argoproj/workflow-controller:latest",
-            "",
-        ] {
-            let errors = apply(
-                &values(),
-                &declared(),
-                &annotations(&[("controllerImage", evil)]),
-            )
-            .expect_err(evil);
-            assert!(
-                errors[0].1.contains("does not match"),
-                "{evil:?}: {errors:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn typed_values_refuse_near_misses() {
-        for (key, raw, needle) in [
-            ("parallelism", "5; rm -rf /", "not an integer"),
-            ("parallelism", "1e3", "not an integer"),
-            ("parallelism", "0", "below the minimum 1"),
-            ("parallelism", "-1", "below the minimum 1"),
-            ("parallelism", "99999999999999999999", "not an integer"),
-            ("debug", "True", "not true or false"),
-            ("debug", "1", "not true or false"),
-            ("resources.limits.memory", "", "not a Kubernetes quantity"),
-            (
-                "resources.limits.memory",
-                "1Gi\n",
-                "not a Kubernetes quantity",
-            ),
-            (
-                "resources.limits.memory",
-                "-1Gi",
-                "not a Kubernetes quantity",
-            ),
-            (
-                "resources.limits.memory",
-                "{\"a\": 1}",
-                "not a Kubernetes quantity",
-            ),
-        ] {
-            let errors = apply(&values(), &declared(), &annotations(&[(key, raw)])).expect_err(raw);
-            assert!(errors[0].1.contains(needle), "{key}={raw:?}: {errors:?}");
-        }
-    }
-
-    #[test]
-    fn messages_quote_at_most_a_little_of_a_huge_value() {
-        let huge = "q".repeat(256 * 1024);
-        let errors = apply(
-            &values(),
-            &declared(),
-            &annotations(&[("controllerImage", &huge), (&huge[..200], "x")]),
-        )
-        .unwrap_err();
-        for (_, message) in &errors {
-            assert!(message.len() < 400, "{} bytes", message.len());
-            assert!(
-                message.contains("(262144 bytes)") || message.contains("(200 bytes)"),
-                "{message}"
-            );
-        }
-    }
-
-    #[test]
-    fn declarations_are_checked_against_values() {
-        let spec = |v: Value| serde_json::from_value::<OverrideSpec>(v).unwrap();
-        let err = Override::new("nope", spec(json!({"type": "string"})), &values()).unwrap_err();
-        assert!(err.contains("no values.nope"), "{err}");
-        let err = Override::new(
-            "parallelism",
-            spec(json!({"type": "integer", "pattern": "x"})),
-            &values(),
-        )
-        .unwrap_err();
-        assert!(err.contains("type string only"), "{err}");
-        let err = Override::new(
-            "controllerImage",
-            spec(json!({"type": "string", "pattern": "("})),
-            &values(),
-        )
-        .unwrap_err();
-        assert!(err.contains("pattern"), "{err}");
-    }
-}
+mod tests;

@@ -553,19 +553,8 @@ pub async fn write_requests(client: &Client, resources: &[&str]) -> u64 {
         .sum()
 }
 
-// ---- Helpers of the security suite (e2e/tests/security.rs). ----
-
-/// The bearer token of a kubeconfig written by [`kubeconfig_for`] (flotilla's own, for
-/// `env().flotilla_kubeconfig`): what must never show up in a log.
-pub fn kubeconfig_token(kubeconfig: &Path) -> String {
-    let text = std::fs::read_to_string(kubeconfig).unwrap();
-    let parsed: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let token = parsed["users"][0]["user"]["token"]
-        .as_str()
-        .unwrap_or_default();
-    assert!(token.len() > 20, "no token in {}", kubeconfig.display());
-    token.to_string()
-}
+// ---- Helpers of the security suite (e2e/tests/security/) that need the test binary's
+// private state. ----
 
 /// A kubeconfig like the admin's, authenticating as ServiceAccount `namespace/account` (which
 /// must exist) with the token the controller-manager minted for it; written into the test

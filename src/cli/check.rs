@@ -46,26 +46,21 @@ pub fn check(config_path: &Path) -> Result<(), CliError> {
         );
         return Ok(());
     }
-    for problem in &problems {
-        println!("{}", problem_line(&config, problem));
+    let count = problems.len();
+    for problem in problems {
+        println!("{}", with_full_path(&config, problem));
     }
     Err(CliError(anyhow::anyhow!(
-        "{} problem(s) in {}",
-        problems.len(),
+        "{count} problem(s) in {}",
         config.templates_dir.display()
     )))
 }
 
 /// Template problems carry the file name; show it as a path a terminal can open.
-fn problem_line(config: &Config, problem: &render::RenderError) -> String {
+fn with_full_path(config: &Config, mut problem: render::RenderError) -> render::RenderError {
     let path = config.templates_dir.join(&problem.origin);
     if path.is_file() {
-        let located = render::RenderError {
-            origin: path.display().to_string(),
-            ..problem.clone()
-        };
-        located.to_string()
-    } else {
-        problem.to_string()
+        problem.origin = path.display().to_string();
     }
+    problem
 }

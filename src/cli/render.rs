@@ -30,7 +30,7 @@ fn key_value(s: &str) -> Result<(String, String), String> {
     let (k, v) = s
         .split_once('=')
         .ok_or_else(|| format!("{s:?} is not key=value"))?;
-    selector::valid_key(k)?;
+    selector::valid_key(k).map_err(|e| e.to_string())?;
     Ok((k.to_string(), v.to_string()))
 }
 

@@ -3,23 +3,26 @@
 //! valid YAML), so no label, annotation or value can add structure: a newline, `---` or `{{`
 //! inside a value stays part of one quoted string (see `escape`).
 
+mod error;
 mod escape;
 mod names;
 mod policy;
 mod revision;
 mod templates;
 
+pub use error::{RenderError, RenderErrors, RenderProblem};
 pub use escape::escape_non_printable;
+pub use policy::{ObjectName, ObjectProblem, PolicyError};
 pub use templates::load_dir;
 
 use crate::config::Config;
 use crate::object::Stamped;
 use crate::overrides::{self, Override};
+use crate::yaml_error::YamlError;
 use minijinja::{AutoEscape, Environment, UndefinedBehavior, Value, context};
 use policy::Target;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
-use std::fmt;
 
 /// What a template knows about the namespace it renders for.
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
@@ -27,35 +30,6 @@ pub struct NamespaceInput {
     pub name: String,
     pub labels: BTreeMap<String, String>,
     pub annotations: BTreeMap<String, String>,
-}
-
-/// One problem, located as precisely as the template engine or YAML parser can: in a template
-/// file (with a line where known) or in an annotation of the namespace.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RenderError {
-    pub origin: String,
-    pub line: Option<usize>,
-    pub message: String,
-}
-
-impl fmt::Display for RenderError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.line {
-            Some(line) => write!(f, "{}:{line}: {}", self.origin, self.message),
-            None => write!(f, "{}: {}", self.origin, self.message),
-        }
-    }
-}
-
-/// Every problem found, so that one run reports them all.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub struct RenderErrors(pub Vec<RenderError>);
-
-impl fmt::Display for RenderErrors {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let lines: Vec<String> = self.0.iter().map(ToString::to_string).collect();
-        f.write_str(&lines.join("\n"))
-    }
 }
 
 pub struct Renderer {
@@ -128,18 +102,18 @@ impl Renderer {
             return Err(RenderErrors(vec![RenderError {
                 origin: format!("namespace {}", namespace.name),
                 line: None,
-                message: "is flotilla's own namespace, which holds its credentials; flotilla stamps nothing for it".into(),
+                problem: RenderProblem::OwnNamespace,
             }]));
         }
         let values = overrides::apply(&self.values, &self.overrides, &namespace.annotations)
-            .map_err(|errors| {
+            .map_err(|refused| {
                 RenderErrors(
-                    errors
+                    refused
                         .into_iter()
-                        .map(|(annotation, message)| RenderError {
-                            origin: format!("annotation {annotation}"),
+                        .map(|refused| RenderError {
+                            origin: format!("annotation {}", refused.annotation),
                             line: None,
-                            message,
+                            problem: RenderProblem::Override(refused.error),
                         })
                         .collect(),
                 )
@@ -164,7 +138,10 @@ impl Renderer {
                     Some(first) => errors.push(RenderError {
                         origin: file.clone(),
                         line: None,
-                        message: format!("renders {}, which {first} renders already", object.key),
+                        problem: RenderProblem::RenderedAlready {
+                            object: object.key,
+                            first: first.clone(),
+                        },
                     }),
                     None => {
                         seen.insert(object.key.clone(), file.clone());
@@ -188,10 +165,10 @@ impl Renderer {
         ctx: &Value,
         target: &Target,
     ) -> Result<Option<Stamped>, RenderError> {
-        let fail = |line, message| RenderError {
+        let fail = |line, problem| RenderError {
             origin: file.to_string(),
             line,
-            message,
+            problem,
         };
         let template = self
             .env
@@ -199,10 +176,15 @@ impl Renderer {
             .map_err(|e| template_error(file, &e))?;
         let text = template.render(ctx).map_err(|e| template_error(file, &e))?;
         let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text).map_err(|e| {
-            let line = e.location().map(|l| l.line() as usize);
+            let YamlError {
+                position, reason, ..
+            } = e.into();
             fail(
-                line,
-                format!("the rendered output is not valid YAML: {}", yaml_reason(&e)),
+                position.map(|p| p.line),
+                RenderProblem::NotYaml {
+                    column: position.map(|p| p.column),
+                    reason,
+                },
             )
         })?;
         let mut docs: Vec<_> = docs.into_iter().filter(|d| !d.is_null()).collect();
@@ -211,11 +193,8 @@ impl Renderer {
             0 => Ok(None),
             1 => policy::admit(docs.remove(0), file, target)
                 .map(Some)
-                .map_err(|message| fail(None, message)),
-            n => Err(fail(
-                None,
-                format!("renders {n} YAML documents; each template file holds one object"),
-            )),
+                .map_err(|e| fail(None, RenderProblem::Policy(Box::new(e)))),
+            n => Err(fail(None, RenderProblem::Documents(n))),
         }
     }
 }
@@ -225,24 +204,6 @@ impl Renderer {
 fn yaml_filter(value: Value) -> Result<String, minijinja::Error> {
     serde_saphyr::to_string(&value)
         .map_err(|e| minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, e.to_string()))
-}
-
-/// The parser's reason alone: its message also quotes the lines around the problem, which
-/// would carry rendered content (and a namespace's annotations) into logs and status.
-fn yaml_reason(e: &serde_saphyr::Error) -> String {
-    let text = e.to_string();
-    let first = text.lines().next().unwrap_or_default();
-    let reason = first.strip_prefix("error: ").unwrap_or(first);
-    // "line 6 column 11: unexpected character" -> the line is reported separately.
-    let reason = match reason.split_once(": ") {
-        Some((at, rest)) if at.starts_with("line ") => format!("column {}: {rest}", column(at)),
-        _ => reason.to_string(),
-    };
-    truncate(&reason, 300)
-}
-
-fn column(at: &str) -> &str {
-    at.rsplit(' ').next().unwrap_or_default()
 }
 
 /// At most `max` bytes of `text`, cut at a character boundary, marked when cut.
@@ -258,19 +219,13 @@ pub(crate) fn truncate(text: &str, max: usize) -> String {
 }
 
 fn template_error(file: &str, e: &minijinja::Error) -> RenderError {
-    let mut message = match e.detail() {
-        Some(detail) => format!("{}: {detail}", e.kind()),
-        None => e.kind().to_string(),
-    };
-    if e.kind() == minijinja::ErrorKind::UndefinedError {
-        message.push_str(
-            " (Argo placeholders such as {{workflow.name}} must be wrapped in {% raw %}…{% endraw %} to pass through)",
-        );
-    }
     RenderError {
         origin: file.to_string(),
         line: e.line(),
-        message,
+        problem: RenderProblem::Template {
+            kind: e.kind(),
+            detail: e.detail().map(str::to_string),
+        },
     }
 }
 

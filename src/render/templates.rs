@@ -1,33 +1,37 @@
 //! Reading the templates directory.
 
-use super::{RenderError, RenderErrors};
+use super::{RenderError, RenderErrors, RenderProblem};
 use std::path::Path;
 
 /// Every `*.yaml` / `*.yml` file of `dir`, sorted by name. Dot-files are skipped: a mounted
 /// ConfigMap keeps its real files under `..data`, behind symlinks that have the plain names.
 pub fn load_dir(dir: &Path) -> Result<Vec<(String, String)>, RenderErrors> {
-    let fail = |message: String| {
+    let fail = |problem| {
         RenderErrors(vec![RenderError {
             origin: dir.display().to_string(),
             line: None,
-            message,
+            problem,
         }])
     };
-    let entries = std::fs::read_dir(dir).map_err(|e| fail(format!("cannot read: {e}")))?;
+    let entries = std::fs::read_dir(dir).map_err(|e| fail(RenderProblem::UnreadableDir(e)))?;
     let mut files = Vec::new();
     for entry in entries {
-        let entry = entry.map_err(|e| fail(format!("cannot read: {e}")))?;
+        let entry = entry.map_err(|e| fail(RenderProblem::UnreadableDir(e)))?;
         let name = entry.file_name().to_string_lossy().into_owned();
         let is_template = name.ends_with(".yaml") || name.ends_with(".yml");
         if name.starts_with('.') || !is_template || !entry.path().is_file() {
             continue;
         }
-        let source = std::fs::read_to_string(entry.path())
-            .map_err(|e| fail(format!("cannot read {name}: {e}")))?;
+        let source = std::fs::read_to_string(entry.path()).map_err(|error| {
+            fail(RenderProblem::UnreadableTemplate {
+                file: name.clone(),
+                error,
+            })
+        })?;
         files.push((name, source));
     }
     if files.is_empty() {
-        return Err(fail("holds no *.yaml templates".into()));
+        return Err(fail(RenderProblem::NoTemplates));
     }
     files.sort();
     Ok(files)

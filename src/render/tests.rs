@@ -5,7 +5,7 @@ fn config(values: serde_json::Value) -> Config {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("templates")).unwrap();
     let text = format!("values: {values}\n");
-    Config::parse(&text, dir.path()).unwrap()
+    Config::parse(&text, &dir.path().join("flotilla.yaml")).unwrap()
 }
 
 fn renderer(files: &[(&str, &str)]) -> Result<Renderer, RenderErrors> {

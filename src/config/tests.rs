@@ -1,0 +1,130 @@
+use super::*;
+
+/// Parses `text` as `<tmp>/flotilla.yaml`, next to a templates directory; errors as they
+/// are printed, with `<tmp>` for the directory.
+fn parse(text: &str) -> Result<Config, String> {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("templates")).unwrap();
+    Config::parse(text, &dir.path().join("flotilla.yaml")).map_err(|e| {
+        let tmp = dir.path().display().to_string();
+        e.to_string().replace(&tmp, "<tmp>")
+    })
+}
+
+#[test]
+fn defaults_apply_to_an_empty_file() {
+    let config = parse("").unwrap();
+    assert_eq!(config.selector_text, "flotilla.dev/enabled=true");
+    assert_eq!(config.namespace, "flotilla-system");
+    assert_eq!(config.instance, "flotilla");
+    assert_eq!(config.concurrency, 16);
+    assert_eq!((config.api_qps, config.api_burst), (1000, 2000));
+    assert!(config.templates_dir.ends_with("templates"));
+}
+
+#[test]
+fn values_are_kept_as_written() {
+    let config = parse("values:\n  image: x:v1\n  replicas: 2\n").unwrap();
+    assert_eq!(config.values["image"], "x:v1");
+    assert_eq!(config.values["replicas"], 2);
+}
+
+#[test]
+fn refused_values_are_named_by_file_line_and_key() {
+    let label = "must be at most 63 characters of [A-Za-z0-9._-], starting and ending alphanumeric";
+    for (text, message) in [
+        (
+            "# who opts in\nselector: 'env in (a'\n",
+            "line 2: selector: invalid label selector \"env in (a\": unbalanced '('".to_string(),
+        ),
+        (
+            "instance: 'a b'\n",
+            format!("line 1: instance: label value \"a b\": {label}"),
+        ),
+        ("instance: ''\n", "line 1: instance: must not be empty".into()),
+        (
+            "namespace: Bad_NS\n",
+            "line 1: namespace: \"Bad_NS\" is not a valid namespace name (lowercase alphanumerics and '-', at most 63)".into(),
+        ),
+        (
+            "fieldManager: ''\n",
+            "line 1: fieldManager: must be 1-128 characters".into(),
+        ),
+        ("concurrency: 0\n", "line 1: concurrency: must be at least 1".into()),
+        ("apiQps: 0\n", "line 1: apiQps: must be at least 1".into()),
+        ("apiBurst: 0\n", "line 1: apiBurst: must be at least 1".into()),
+        ("\n\nresyncSeconds: 0\n", "line 3: resyncSeconds: must be at least 1".into()),
+        (
+            "leaderElection:\n  leaseDurationSeconds: 2\n",
+            "line 2: leaderElection.leaseDurationSeconds: must be at least 3".into(),
+        ),
+        (
+            "templates: nowhere\n",
+            "line 1: templates: <tmp>/nowhere is not a directory".into(),
+        ),
+        (
+            "values: {image: x}\noverrides:\n  registry: {type: string}\n",
+            "line 3: overrides.registry: there is no values.registry to override".into(),
+        ),
+        (
+            "values: {n: 1}\noverrides:\n  n:\n    type: integer\n    pattern: x\n",
+            "line 3: overrides.n: pattern and enum apply to type string only".into(),
+        ),
+        (
+            "values: {image: x}\noverrides:\n  image:\n    type: string\n    pattern: '('\n",
+            "line 5: overrides.image.pattern: regex parse error:\n    ^(?:()$\n     ^\nerror: unclosed group".into(),
+        ),
+    ] {
+        assert_eq!(parse(text).unwrap_err(), format!("<tmp>/flotilla.yaml: {message}"));
+    }
+}
+
+#[test]
+fn a_key_the_file_does_not_set_is_named_without_a_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = Config::parse("selector: a=b\n", &dir.path().join("flotilla.yaml")).unwrap_err();
+    let ConfigError::Invalid { key, line, .. } = &err else {
+        panic!("{err}");
+    };
+    assert_eq!((key.as_str(), *line), ("templates", None));
+    assert!(
+        err.to_string().ends_with("templates is not a directory"),
+        "{err}"
+    );
+}
+
+#[test]
+fn yaml_errors_name_line_column_and_key_then_show_the_spot() {
+    for (text, first_line) in [
+        (
+            "selector: a=b\nconcurrency: many\n",
+            "line 2 column 14: concurrency: invalid u16",
+        ),
+        (
+            "selector: a=b\nresyncSeconds:\n  - 1\n",
+            "line 3 column 3: resyncSeconds: expected string scalar",
+        ),
+        (
+            "selector: a=b\nvalues:\n  x: [1, 2\n",
+            "line 3 column 6: x: unclosed bracket '['",
+        ),
+        (
+            "selector: a=b\nselector: c=d\n",
+            "line 2 column 1: selector: duplicate mapping key: selector, set DuplicateKeyPolicy in Options if acceptable",
+        ),
+        // The parser names an unknown key itself.
+        (
+            "selectr: a=b\n",
+            "line 1 column 1: unknown field `selectr`, expected one of selector, templates, namespace, instance, fieldManager, concurrency, apiQps, apiBurst, resyncSeconds, degradedAfterSeconds, values, overrides, leaderElection",
+        ),
+        (
+            "values: {n: 1}\noverrides:\n  n: {type: number}\n",
+            "line 3 column 13: n: unknown variant `number`, expected one of string, integer, boolean, quantity",
+        ),
+    ] {
+        let err = parse(text).unwrap_err();
+        let (first, spot) = err.split_once('\n').expect(&err);
+        assert_eq!(first, format!("<tmp>/flotilla.yaml: {first_line}"));
+        assert!(spot.starts_with(" --> <input>:"), "{err}");
+    }
+}

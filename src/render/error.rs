@@ -1,0 +1,188 @@
+//! What goes wrong while loading or rendering templates, located as precisely as the template
+//! engine or YAML parser can: in a template file (with a line where known), in an annotation of
+//! the namespace, or in the namespace itself.
+
+use super::policy::PolicyError;
+use super::truncate;
+use crate::object::ObjectKey;
+use crate::overrides::AnnotationError;
+use std::fmt;
+
+#[derive(Debug)]
+pub struct RenderError {
+    pub origin: String,
+    pub line: Option<usize>,
+    pub problem: RenderProblem,
+}
+
+impl fmt::Display for RenderError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(line) => write!(f, "{}:{line}: {}", self.origin, self.problem),
+            None => write!(f, "{}: {}", self.origin, self.problem),
+        }
+    }
+}
+
+/// Every problem found, so that one run reports them all.
+#[derive(Debug, thiserror::Error)]
+pub struct RenderErrors(pub Vec<RenderError>);
+
+impl fmt::Display for RenderErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let lines: Vec<String> = self.0.iter().map(ToString::to_string).collect();
+        f.write_str(&lines.join("\n"))
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RenderProblem {
+    #[error("cannot read: {0}")]
+    UnreadableDir(std::io::Error),
+    #[error("cannot read {file}: {error}")]
+    UnreadableTemplate { file: String, error: std::io::Error },
+    #[error("holds no *.yaml templates")]
+    NoTemplates,
+    /// From minijinja: a syntax error, an undefined value, a refused filter.
+    #[error("{kind}{}{}", detail_text(.detail), hint(*.kind))]
+    Template {
+        kind: minijinja::ErrorKind,
+        detail: Option<String>,
+    },
+    /// The rendered text is not YAML. Only the parser's reason is kept: the lines it quotes
+    /// would carry rendered content (and a namespace's annotations) into logs and status.
+    #[error(
+        "the rendered output is not valid YAML: {}",
+        truncate(&at_column(*.column, .reason), 300)
+    )]
+    NotYaml {
+        column: Option<usize>,
+        reason: String,
+    },
+    #[error("renders {0} YAML documents; each template file holds one object")]
+    Documents(usize),
+    #[error("renders {object}, which {first} renders already")]
+    RenderedAlready { object: ObjectKey, first: String },
+    /// Boxed: the largest problem, and a rare one, would make every `Result` carry its size.
+    #[error(transparent)]
+    Policy(Box<PolicyError>),
+    #[error(transparent)]
+    Override(AnnotationError),
+    #[error(
+        "is flotilla's own namespace, which holds its credentials; flotilla stamps nothing for it"
+    )]
+    OwnNamespace,
+}
+
+fn detail_text(detail: &Option<String>) -> String {
+    detail
+        .as_ref()
+        .map(|d| format!(": {d}"))
+        .unwrap_or_default()
+}
+
+/// Undefined values are most often Argo's own placeholders, which must pass through untouched.
+fn hint(kind: minijinja::ErrorKind) -> &'static str {
+    if kind == minijinja::ErrorKind::UndefinedError {
+        " (Argo placeholders such as {{workflow.name}} must be wrapped in {% raw %}…{% endraw %} to pass through)"
+    } else {
+        ""
+    }
+}
+
+fn at_column(column: Option<usize>, reason: &str) -> String {
+    match column {
+        Some(column) => format!("column {column}: {reason}"),
+        None => reason.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kinds::Kind;
+    use minijinja::ErrorKind;
+
+    #[test]
+    fn problems_read_as_documented() {
+        let key = ObjectKey {
+            kind: Kind::ServiceAccount,
+            namespace: "team-a".into(),
+            name: "argo".into(),
+        };
+        for (problem, message) in [
+            (RenderProblem::NoTemplates, "holds no *.yaml templates".to_string()),
+            (
+                RenderProblem::Template {
+                    kind: ErrorKind::SyntaxError,
+                    detail: Some("unexpected end of input".into()),
+                },
+                "syntax error: unexpected end of input".into(),
+            ),
+            (
+                RenderProblem::Template {
+                    kind: ErrorKind::UndefinedError,
+                    detail: None,
+                },
+                "undefined value (Argo placeholders such as {{workflow.name}} must be wrapped in {% raw %}…{% endraw %} to pass through)".into(),
+            ),
+            (
+                RenderProblem::NotYaml {
+                    column: Some(9),
+                    reason: "unclosed bracket '['".into(),
+                },
+                "the rendered output is not valid YAML: column 9: unclosed bracket '['".into(),
+            ),
+            (
+                RenderProblem::NotYaml {
+                    column: None,
+                    reason: "x".repeat(400),
+                },
+                format!(
+                    "the rendered output is not valid YAML: {}… (400 bytes)",
+                    "x".repeat(300)
+                ),
+            ),
+            (
+                RenderProblem::Documents(2),
+                "renders 2 YAML documents; each template file holds one object".into(),
+            ),
+            (
+                RenderProblem::RenderedAlready {
+                    object: key,
+                    first: "sa.yaml".into(),
+                },
+                "renders ServiceAccount team-a/argo, which sa.yaml renders already".into(),
+            ),
+            (
+                RenderProblem::Policy(Box::new(PolicyError::NotAMapping)),
+                "must render a YAML mapping (one Kubernetes object)".into(),
+            ),
+            (
+                RenderProblem::Override(AnnotationError::NotAnInteger("lots".into())),
+                "\"lots\" is not an integer".into(),
+            ),
+            (
+                RenderProblem::OwnNamespace,
+                "is flotilla's own namespace, which holds its credentials; flotilla stamps nothing for it".into(),
+            ),
+        ] {
+            assert_eq!(problem.to_string(), message);
+        }
+    }
+
+    #[test]
+    fn errors_name_origin_and_line() {
+        let error = |line| RenderError {
+            origin: "a.yaml".into(),
+            line,
+            problem: RenderProblem::Documents(3),
+        };
+        let both = RenderErrors(vec![error(Some(4)), error(None)]);
+        assert_eq!(
+            both.to_string(),
+            "a.yaml:4: renders 3 YAML documents; each template file holds one object\n\
+             a.yaml: renders 3 YAML documents; each template file holds one object"
+        );
+    }
+}
