@@ -84,6 +84,19 @@ pub fn spawn_flotilla(
     kubeconfig: &Path,
     rust_log: &str,
 ) -> Child {
+    flotilla_command(config, log, identity, kubeconfig, rust_log)
+        .spawn()
+        .expect("flotilla starts")
+}
+
+/// The command [`spawn_flotilla`] runs, for a caller to add to (say, a faked clock).
+pub fn flotilla_command(
+    config: &Path,
+    log: &Path,
+    identity: &str,
+    kubeconfig: &Path,
+    rust_log: &str,
+) -> Command {
     let out = std::fs::File::create(log).unwrap();
     // BENCH_FLOTILLA_WRAP: a command to run flotilla under, for a profile (heaptrack, perf).
     let mut cmd = match std::env::var_os("BENCH_FLOTILLA_WRAP") {
@@ -107,9 +120,8 @@ pub fn spawn_flotilla(
     .env("RUST_LOG", rust_log)
     .stdin(Stdio::null())
     .stdout(out.try_clone().unwrap())
-    .stderr(out)
-    .spawn()
-    .expect("flotilla starts")
+    .stderr(out);
+    cmd
 }
 
 /// SIGTERM, as Kubernetes stops a pod; waits up to `within` for the process to exit.

@@ -46,23 +46,30 @@ pub async fn get(
 /// How an apply is sent.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
-    Apply,
+    /// Of an object the watches show nowhere. Not forced: if someone created it in the
+    /// meantime with other values, the API server refuses (409) rather than flotilla taking
+    /// their fields over. (The window left: an object created meanwhile with exactly the values
+    /// flotilla renders is not refused; it gets flotilla's labels, and is flotilla's from then.)
+    Create,
+    /// Of flotilla's own object: forced, taking back fields another manager changed. That is
+    /// how drift is reverted.
+    Update,
     /// Computed by the API server against the live object, stored nowhere (`flotilla diff`).
     DryRun,
 }
 
-/// Server-side apply under flotilla's field manager; returns the object as applied. `force`
-/// takes over fields another manager changed: that is how drift is reverted.
+/// Server-side apply under flotilla's field manager; returns the object as applied.
 pub async fn apply(
     client: &Client,
     field_manager: &str,
     object: &Stamped,
     mode: Mode,
 ) -> kube::Result<serde_json::Value> {
-    let mut params = PatchParams::apply(field_manager).force();
-    if mode == Mode::DryRun {
-        params = params.dry_run();
-    }
+    let params = match mode {
+        Mode::Create => PatchParams::apply(field_manager),
+        Mode::Update => PatchParams::apply(field_manager).force(),
+        Mode::DryRun => PatchParams::apply(field_manager).force().dry_run(),
+    };
     let applied = api(client, &object.key)
         .patch(&object.key.name, &params, &Patch::Apply(&object.body))
         .await?;

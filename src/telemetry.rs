@@ -25,8 +25,10 @@ pub struct ActionLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct CodeLabel {
+pub struct ApiErrorLabels {
+    /// The HTTP status, or `none` when no response came.
     pub code: String,
+    pub verb: &'static str,
 }
 
 pub struct Metrics {
@@ -38,8 +40,10 @@ pub struct Metrics {
     pub managed_namespaces: Gauge,
     /// Object writes by action: `created`, `updated`, `drift_repaired`, `pruned`, `reaped`.
     pub objects: Family<ActionLabel, Counter>,
-    /// Failed API calls by HTTP status code (`none` when no response came).
-    pub api_errors: Family<CodeLabel, Counter>,
+    /// Failed API requests, each one, by HTTP status code and verb.
+    pub api_errors: Family<ApiErrorLabels, Counter>,
+    /// Writes not sent because this replica's leadership was not certain.
+    pub fenced_writes: Counter,
     pub is_leader: Gauge,
     ready: AtomicBool,
 }
@@ -53,6 +57,7 @@ impl Default for Metrics {
             managed_namespaces: Gauge::default(),
             objects: Family::default(),
             api_errors: Family::default(),
+            fenced_writes: Counter::default(),
             is_leader: Gauge::default(),
             ready: AtomicBool::new(false),
         };
@@ -78,8 +83,13 @@ impl Default for Metrics {
         );
         metrics.registry.register(
             "api_errors",
-            "Failed API requests by status code",
+            "Failed API requests by status code and verb",
             metrics.api_errors.clone(),
+        );
+        metrics.registry.register(
+            "fenced_writes",
+            "Writes not sent because this replica's leadership was not certain",
+            metrics.fenced_writes.clone(),
         );
         metrics.registry.register(
             "is_leader",
@@ -95,12 +105,46 @@ impl Metrics {
         self.ready.store(true, Ordering::Relaxed);
     }
 
-    pub fn api_error(&self, error: &kube::Error) {
+    /// Counts `result` if it is a failed request (`verb` as the API server's audit log names
+    /// it), and hands it on.
+    pub fn count<T>(&self, verb: &'static str, result: kube::Result<T>) -> kube::Result<T> {
+        if let Err(error) = &result {
+            self.api_error(verb, error);
+        }
+        result
+    }
+
+    pub fn api_error(&self, verb: &'static str, error: &kube::Error) {
         let code = match error {
             kube::Error::Api(status) => status.code.to_string(),
+            kube::Error::Service(e) if e.is::<crate::client::Fenced>() => {
+                self.fenced_writes.inc();
+                return;
+            }
             _ => "none".into(),
         };
-        self.api_errors.get_or_create(&CodeLabel { code }).inc();
+        self.api_errors
+            .get_or_create(&ApiErrorLabels { code, verb })
+            .inc();
+    }
+
+    /// Counts a watch's failed request (the watch retries by itself).
+    pub fn watch_error(&self, error: &kube::runtime::watcher::Error) {
+        use kube::runtime::watcher::Error;
+        match error {
+            Error::InitialListFailed(e) => self.api_error("list", e),
+            Error::WatchStartFailed(e) | Error::WatchFailed(e) => self.api_error("watch", e),
+            Error::WatchError(status) => {
+                let code = status.code.to_string();
+                let labels = ApiErrorLabels { code, verb: "watch" };
+                self.api_errors.get_or_create(&labels).inc();
+            }
+            Error::NoResourceVersion => {
+                let code = "none".to_string();
+                let labels = ApiErrorLabels { code, verb: "watch" };
+                self.api_errors.get_or_create(&labels).inc();
+            }
+        }
     }
 
     fn encode(&self) -> String {

@@ -197,42 +197,6 @@ async fn an_etcd_restart_with_label_changes_around_it_converges() {
     restart_component_while_labels_change("etcd", "etcdrestart").await;
 }
 
-async fn leads(flotilla: &Flotilla) -> bool {
-    flotilla.metric("flotilla_is_leader").await == 1.0
-}
-
-/// A second ServiceAccount with flotilla's rights, so that the standby's requests can be told
-/// apart from the leader's in the audit log.
-fn standby_kubeconfig(dir: &std::path::Path) -> std::path::PathBuf {
-    let manifest = format!(
-        r#"apiVersion: v1
-kind: ServiceAccount
-metadata: {{name: flotilla-standby, namespace: {FLOTILLA_NAMESPACE}}}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {{name: flotilla-standby}}
-roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: flotilla}}
-subjects: [{{kind: ServiceAccount, name: flotilla-standby, namespace: {FLOTILLA_NAMESPACE}}}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {{name: flotilla-standby, namespace: {FLOTILLA_NAMESPACE}}}
-roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: flotilla-leader-election}}
-subjects: [{{kind: ServiceAccount, name: flotilla-standby, namespace: {FLOTILLA_NAMESPACE}}}]
-"#
-    );
-    let file = dir.join("standby.yaml");
-    std::fs::write(&file, manifest).unwrap();
-    kubectl(
-        &env().admin_kubeconfig,
-        &["apply", "-f", file.to_str().unwrap()],
-    );
-    let kubeconfig = dir.join("standby.kubeconfig");
-    kubeconfig_for("flotilla-standby", &kubeconfig);
-    kubeconfig
-}
-
 /// With leader election off, the one replica leads from the start, and an idle fleet costs it
 /// next to no CPU (a leadership channel without a sender once had every worker spin).
 #[tokio::test]
@@ -271,14 +235,13 @@ async fn two_replicas_one_writes_and_the_standby_takes_over() {
         serde_json::json!({"leaseDurationSeconds": 10}),
     );
     let dir = tempfile::tempdir().unwrap();
-    let standby_identity = "system:serviceaccount:flotilla-system:flotilla-standby";
     let standby_config = standby_kubeconfig(dir.path());
     let ns = "ha-a";
     fleet.namespace(&client, ns, true).await;
 
     let leader = fleet.start_as("leader", &env().flotilla_kubeconfig);
     eventually("the first replica to lead", || async {
-        leads(&leader).await.then_some(())
+        leader.leads().await.then_some(())
     })
     .await;
     fleet.wait_stamped(&client, ns).await;
@@ -293,14 +256,14 @@ async fn two_replicas_one_writes_and_the_standby_takes_over() {
         .unwrap();
     fleet.wait_stamped(&client, ns).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert!(!leads(&standby).await, "the standby must not lead");
+    assert!(!standby.leads().await, "the standby must not lead");
     // The window holds the standby's requests: it reads the Lease every second.
-    let lease_reads = audit.lease_reads(standby_identity, &fleet.instance);
+    let lease_reads = audit.lease_reads(STANDBY_USER, &fleet.instance);
     assert!(
         lease_reads >= 2,
         "the audit log shows {lease_reads} Lease reads by the standby"
     );
-    let writes = audit.writes(standby_identity);
+    let writes = audit.writes(STANDBY_USER);
     println!(
         "standby write requests while the leader lives: {} (and {lease_reads} Lease reads)",
         writes.len()
@@ -317,7 +280,7 @@ async fn two_replicas_one_writes_and_the_standby_takes_over() {
     eventually_within(
         Duration::from_secs(20),
         "the standby to take over",
-        || async { leads(&standby).await.then_some(()) },
+        || async { standby.leads().await.then_some(()) },
     )
     .await;
     let takeover = killed.elapsed();
@@ -337,7 +300,7 @@ async fn two_replicas_one_writes_and_the_standby_takes_over() {
     eventually_within(
         Duration::from_secs(15),
         "the third replica to take over",
-        || async { leads(&third).await.then_some(()) },
+        || async { third.leads().await.then_some(()) },
     )
     .await;
     let handover = stopped.elapsed();

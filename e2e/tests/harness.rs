@@ -4,7 +4,8 @@
 
 pub use crate::audit::{AuditWindow, FLOTILLA_USER};
 use crate::common::{
-    apiserver_writes, log_tail, spawn_flotilla, terminate, write_service_account_kubeconfig,
+    apiserver_writes, flotilla_command, log_tail, spawn_flotilla, terminate,
+    write_service_account_kubeconfig,
 };
 pub use crate::common::{client_for, kubectl};
 use flotilla::kinds::Kind;
@@ -195,6 +196,33 @@ impl Fleet {
             .join(format!("{}-{replica}.log", self.instance));
         let identity = format!("{}-{replica}", self.instance);
         Flotilla::start(&self.config_file(), &log, &identity, kubeconfig)
+    }
+
+    /// Starts a replica whose clocks (wall and monotonic) run `offset` (e.g. `+30s`) from the
+    /// machine's, by Debian's libfaketime.
+    pub fn start_with_clock(&self, replica: &str, kubeconfig: &Path, offset: &str) -> Flotilla {
+        const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+        assert!(
+            Path::new(LIBFAKETIME).exists(),
+            "{LIBFAKETIME} is missing: e2e/deps.sh installs Debian's faketime"
+        );
+        let log = self
+            .dir
+            .path()
+            .join(format!("{}-{replica}.log", self.instance));
+        let identity = format!("{}-{replica}", self.instance);
+        let mut cmd = flotilla_command(
+            &self.config_file(),
+            &log,
+            &identity,
+            kubeconfig,
+            "info,flotilla=debug",
+        );
+        cmd.env("LD_PRELOAD", LIBFAKETIME).env("FAKETIME", offset);
+        Flotilla {
+            child: cmd.spawn().expect("flotilla starts"),
+            log,
+        }
     }
 
     /// Runs a flotilla subcommand with this fleet's config (as flotilla's own ServiceAccount);
@@ -474,6 +502,20 @@ impl Flotilla {
         let text = self.metrics().await;
         sample_sum(&text, name).unwrap_or_else(|| panic!("{name} is not in:\n{text}"))
     }
+    /// Whether this replica leads, as its `flotilla_is_leader` gauge says.
+    pub async fn leads(&self) -> bool {
+        self.metric("flotilla_is_leader").await == 1.0
+    }
+
+    /// SIGSTOP or SIGCONT: the process freezes (as a paused VM or a long GC would) or goes on.
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{signal}"), &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -{signal}");
+    }
+
     /// SIGTERM, as Kubernetes stops a pod, then reap the process.
     pub fn stop(mut self) {
         terminate(&mut self.child, Duration::from_secs(10));
@@ -551,6 +593,41 @@ pub async fn write_requests(client: &Client, resources: &[&str]) -> u64 {
         .await
         .values()
         .sum()
+}
+
+/// A second ServiceAccount with flotilla's rights, so that the standby's requests can be told
+/// apart from the leader's in the audit log. Its username:
+pub const STANDBY_USER: &str = "system:serviceaccount:flotilla-system:flotilla-standby";
+
+/// A kubeconfig for [`STANDBY_USER`], written into `dir`.
+pub fn standby_kubeconfig(dir: &std::path::Path) -> std::path::PathBuf {
+    let manifest = format!(
+        r#"apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: flotilla-standby, namespace: {FLOTILLA_NAMESPACE}}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {{name: flotilla-standby}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: flotilla}}
+subjects: [{{kind: ServiceAccount, name: flotilla-standby, namespace: {FLOTILLA_NAMESPACE}}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: flotilla-standby, namespace: {FLOTILLA_NAMESPACE}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: flotilla-leader-election}}
+subjects: [{{kind: ServiceAccount, name: flotilla-standby, namespace: {FLOTILLA_NAMESPACE}}}]
+"#
+    );
+    let file = dir.join("standby.yaml");
+    std::fs::write(&file, manifest).unwrap();
+    kubectl(
+        &env().admin_kubeconfig,
+        &["apply", "-f", file.to_str().unwrap()],
+    );
+    let kubeconfig = dir.join("standby.kubeconfig");
+    kubeconfig_for("flotilla-standby", &kubeconfig);
+    kubeconfig
 }
 
 // ---- Helpers of the security suite (e2e/tests/security/) that need the test binary's

@@ -9,6 +9,7 @@ mod common;
 mod faults;
 mod fleet_view;
 mod harness;
+mod leadership;
 mod model;
 mod scenarios;
 mod security;

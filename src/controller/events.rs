@@ -9,7 +9,9 @@
 //! Sent by a task of their own, one at a time: a reconcile never waits on its Events, and when
 //! thousands of namespaces converge at once their Events trail behind the real work.
 
+use crate::telemetry::Metrics;
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
+use std::sync::Arc;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ObjectMeta, PostParams};
@@ -32,6 +34,7 @@ pub enum Reason {
     DriftRepaired,
     Reaped,
     RenderFailed,
+    ApplyFailed,
     Conflict,
 }
 
@@ -42,6 +45,7 @@ impl Reason {
             Reason::DriftRepaired => "DriftRepaired",
             Reason::Reaped => "Reaped",
             Reason::RenderFailed => "RenderFailed",
+            Reason::ApplyFailed => "ApplyFailed",
             Reason::Conflict => "Conflict",
         }
     }
@@ -49,16 +53,17 @@ impl Reason {
     fn event_type(self) -> &'static str {
         match self {
             Reason::Applied | Reason::DriftRepaired | Reason::Reaped => "Normal",
-            Reason::RenderFailed | Reason::Conflict => "Warning",
+            Reason::RenderFailed | Reason::ApplyFailed | Reason::Conflict => "Warning",
         }
     }
 }
 
 impl Events {
     /// Starts the sender task.
-    pub fn start(client: kube::Client) -> Events {
+    pub fn start(client: kube::Client, metrics: Arc<Metrics>) -> Events {
         let (backlog, pending) = mpsc::channel(BACKLOG);
-        tokio::spawn(send_all(Api::namespaced(client, EVENT_NAMESPACE), pending));
+        let api = Api::namespaced(client, EVENT_NAMESPACE);
+        tokio::spawn(send_all(api, pending, metrics));
         Events {
             backlog,
             instance: std::env::var("POD_NAME").ok(),
@@ -85,9 +90,10 @@ pub fn applied(created: usize, updated: usize, revision: &str) -> String {
     format!("created {created}, updated {updated} objects at revision {revision}")
 }
 
-async fn send_all(api: Api<Event>, mut pending: mpsc::Receiver<Event>) {
+async fn send_all(api: Api<Event>, mut pending: mpsc::Receiver<Event>, metrics: Arc<Metrics>) {
     while let Some(event) = pending.recv().await {
-        if let Err(e) = api.create(&PostParams::default(), &event).await {
+        let sent = api.create(&PostParams::default(), &event).await;
+        if let Err(e) = metrics.count("create", sent) {
             let reason = event.reason.unwrap_or_default();
             tracing::warn!(reason, error = %e, "could not publish an Event");
         }

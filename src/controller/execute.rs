@@ -4,8 +4,9 @@
 //! on the bench's two cores (N=2000: 93 s against 86 s).
 
 use crate::cluster::{self, Mode, Read};
-use crate::object::ObjectKey;
+use crate::object::{ObjectKey, Stamped};
 use crate::plan::{self, Removal, Step, Verified, Why};
+use crate::telemetry::Metrics;
 use kube::Client;
 use std::fmt;
 
@@ -29,8 +30,11 @@ fn brief(error: &kube::Error) -> String {
 }
 
 impl Error {
-    pub fn api_error(&self) -> &kube::Error {
-        &self.source
+    /// The API server refused the request for what it is (invalid, forbidden, over a quota, in
+    /// conflict), not for a passing reason (unavailable, throttled, no answer): sending the same
+    /// again will fail the same way until something changes.
+    pub fn refused(&self) -> bool {
+        matches!(&self.source, kube::Error::Api(status) if (400..500).contains(&status.code) && status.code != 429)
     }
 
     pub fn on(
@@ -66,14 +70,22 @@ pub struct Executor<'a> {
     pub client: &'a Client,
     pub field_manager: &'a str,
     pub instance: &'a str,
+    pub metrics: &'a Metrics,
 }
 
 impl Executor<'_> {
-    /// Every step, also after one fails: one failed object does not hold up the others.
+    /// The steps in order. After a passing failure the others still run (one object does not
+    /// hold up the rest); after a refusal nothing more is sent: the namespace is half applied,
+    /// and its status says why.
     pub async fn run(&self, steps: Vec<Step<'_>>) -> Vec<Result<Done, Error>> {
         let mut done = Vec::with_capacity(steps.len());
         for step in steps {
-            done.push(self.step(step).await);
+            let result = self.step(step).await;
+            let refused = result.as_ref().is_err_and(Error::refused);
+            done.push(result);
+            if refused {
+                break;
+            }
         }
         done
     }
@@ -81,27 +93,35 @@ impl Executor<'_> {
     async fn step(&self, step: Step<'_>) -> Result<Done, Error> {
         match step {
             Step::Read { object } => {
-                let live = cluster::get(self.client, &object.key, Read::WatchCache)
-                    .await
-                    .map_err(Error::on("get", &object.key))?;
+                let live = self.get(object, Read::WatchCache).await?;
                 // Never another Read: what was read decides.
                 let decided = plan::after_read(object, live.as_ref(), self.instance);
                 Box::pin(self.step(decided)).await
             }
             Step::Keep { object, verified } => Ok(Done::InSync(object.key.clone(), verified)),
             Step::Conflict { object, reason } => Ok(Done::Conflict(object.key.clone(), reason)),
-            Step::Create { object } | Step::Apply { object, .. } => {
-                let applied = cluster::apply(self.client, self.field_manager, object, Mode::Apply)
-                    .await
-                    .map_err(Error::on("apply", &object.key))?;
-                let verified = plan::verified_as(object, &applied);
+            Step::Create { object } => match self.apply(object, Mode::Create).await {
+                Ok(verified) => {
+                    tracing::info!(object = %object.key, "created");
+                    Ok(Done::Created(object.key.clone(), verified))
+                }
+                // Someone created it since the watches showed the name free: what is there now
+                // decides (theirs is left alone), once.
+                Err(e) if is_conflict(&e) => {
+                    let live = self.get(object, Read::Latest).await?;
+                    match plan::after_read(object, live.as_ref(), self.instance) {
+                        Step::Create { .. } => Err(e),
+                        decided => Box::pin(self.step(decided)).await,
+                    }
+                }
+                Err(e) => Err(e),
+            },
+            Step::Apply { object, why } => {
+                let verified = self.apply(object, Mode::Update).await?;
                 let key = object.key.clone();
-                let (done, what) = match step {
-                    Step::Create { .. } => (Done::Created(key, verified), "created"),
-                    Step::Apply {
-                        why: Why::Drifted, ..
-                    } => (Done::DriftRepaired(key, verified), "drift repaired"),
-                    _ => (Done::Updated(key, verified), "updated"),
+                let (done, what) = match why {
+                    Why::Drifted => (Done::DriftRepaired(key, verified), "drift repaired"),
+                    Why::Outdated => (Done::Updated(key, verified), "updated"),
                 };
                 tracing::info!(object = %object.key, "{what}");
                 Ok(done)
@@ -112,8 +132,10 @@ impl Executor<'_> {
                 resource_version,
                 why,
             } => {
-                let deleted = cluster::delete(self.client, &key, uid, resource_version)
-                    .await
+                let deleted = cluster::delete(self.client, &key, uid, resource_version).await;
+                let deleted = self
+                    .metrics
+                    .count("delete", deleted)
                     .map_err(Error::on("delete", &key))?;
                 if !deleted {
                     return Ok(Done::NotDeleted(key));
@@ -126,6 +148,26 @@ impl Executor<'_> {
             }
         }
     }
+
+    async fn get(&self, object: &Stamped, read: Read) -> Result<Option<serde_json::Value>, Error> {
+        let live = cluster::get(self.client, &object.key, read).await;
+        self.metrics
+            .count("get", live)
+            .map_err(Error::on("get", &object.key))
+    }
+
+    async fn apply(&self, object: &Stamped, mode: Mode) -> Result<Verified, Error> {
+        let applied = cluster::apply(self.client, self.field_manager, object, mode).await;
+        let applied = self
+            .metrics
+            .count("patch", applied)
+            .map_err(Error::on("apply", &object.key))?;
+        Ok(plan::verified_as(object, &applied))
+    }
+}
+
+fn is_conflict(error: &Error) -> bool {
+    matches!(&error.source, kube::Error::Api(status) if status.code == 409)
 }
 
 #[cfg(test)]

@@ -74,6 +74,7 @@ impl Context {
             client: &self.client,
             field_manager: &self.config.field_manager,
             instance: &self.config.instance,
+            metrics: &self.metrics,
         }
     }
 
@@ -83,6 +84,7 @@ impl Context {
             field_manager: &self.config.field_manager,
             instance: &self.config.instance,
             memory: &self.memory,
+            metrics: &self.metrics,
         }
     }
 }

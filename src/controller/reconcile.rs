@@ -30,14 +30,18 @@ pub async fn reconcile(ctx: &Context, name: &str) -> Result<Outcome, Error> {
         }
         Err(_) => Vec::new(),
     };
-    let tally = Tally::of(done);
+    let mut tally = Tally::of(done);
     ctx.memory
         .update(name, |m| m.verified = tally.verified.clone());
     let mut outcome = tally.outcome;
     outcome.render_failed = rendered.is_err();
-    if let Some(e) = tally.first_error {
-        return Err(e);
-    }
+    // A refusal is news for the NamespaceWorker; any other failure is retried as it is.
+    let refusal = match tally.first_error.take() {
+        Some(e) if e.refused() => Some(e.to_string()),
+        Some(e) => return Err(e),
+        None => None,
+    };
+    outcome.refused = refusal.is_some();
 
     let remembered = ctx.memory.of(name).written.map(|w| w.status);
     let watched = ctx.stores.worker(name);
@@ -47,6 +51,7 @@ pub async fn reconcile(ctx: &Context, name: &str) -> Result<Outcome, Error> {
         namespace: name,
         rendered: rendered.as_deref().map_err(ToString::to_string),
         conflicts: &tally.conflicts,
+        refused: refusal.as_deref(),
         health: tally.health.as_ref(),
         revision: ctx.renderer.revision(),
         now: status::now(),

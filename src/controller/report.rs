@@ -19,6 +19,8 @@ pub struct Outcome {
     pub reaped: usize,
     pub conflicts: usize,
     pub render_failed: bool,
+    /// The API server refused an object: the rest was not sent, and it is retried with backoff.
+    pub refused: bool,
     /// Look again after this long even without events (a pending deadline).
     pub recheck: Option<Duration>,
 }
@@ -30,7 +32,7 @@ impl Outcome {
 
     /// Nothing written and nothing wrong: the namespace can rest until something changes.
     pub fn settles(&self) -> bool {
-        !self.wrote() && self.conflicts == 0 && !self.render_failed
+        !self.wrote() && self.conflicts == 0 && !self.render_failed && !self.refused
     }
 }
 
@@ -38,14 +40,15 @@ impl fmt::Display for Outcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "created={} updated={} drift_repaired={} pruned={} reaped={} conflicts={} render_failed={}",
+            "created={} updated={} drift_repaired={} pruned={} reaped={} conflicts={} render_failed={} refused={}",
             self.created,
             self.updated,
             self.drift_repaired,
             self.pruned,
             self.reaped,
             self.conflicts,
-            self.render_failed
+            self.render_failed,
+            self.refused
         )
     }
 }
@@ -112,6 +115,7 @@ pub fn synced(
     let news = previous.is_none_or(|p| p.phase != status.phase || p.message != status.message);
     let reason = match status.phase {
         Phase::RenderFailed => Reason::RenderFailed,
+        Phase::ApplyFailed => Reason::ApplyFailed,
         Phase::Conflict => Reason::Conflict,
         _ => return,
     };

@@ -44,7 +44,7 @@ pub async fn run(
 
     let queue = WorkQueue::start();
     let memory = Arc::new(Memory::default());
-    let (stores, _watches) = Stores::start(&client, &config.instance, &queue, &memory);
+    let (stores, _watches) = Stores::start(&client, &config.instance, &queue, &memory, &metrics);
     tracing::info!("waiting for the watch caches to sync");
     stores.wait_until_ready().await;
     metrics.set_ready();
@@ -84,7 +84,7 @@ pub async fn run(
         renderer,
         stores,
         memory,
-        events: Events::start(client),
+        events: Events::start(client, Arc::clone(&metrics)),
         metrics,
     });
     for _ in 0..reconcilers {
@@ -158,6 +158,11 @@ async fn reconciler(ctx: Arc<Context>, queue: Arc<WorkQueue>, mut leader: watch:
             .observe(started.elapsed().as_secs_f64());
         record(&ctx.metrics, &result);
         match result {
+            Ok(outcome) if outcome.refused => {
+                let delay = retry_delay(ctx.memory.failed(&name));
+                tracing::warn!(namespace = %name, %outcome, retry_in = ?delay, "refused by the API server");
+                queue.add_after(name.clone(), delay);
+            }
             Ok(outcome) => {
                 ctx.memory.succeeded(&name);
                 if let Some(delay) = outcome.recheck {
@@ -170,7 +175,7 @@ async fn reconciler(ctx: Arc<Context>, queue: Arc<WorkQueue>, mut leader: watch:
                 }
             }
             Err(e) => {
-                let delay = backoff(ctx.memory.failed(&name));
+                let delay = retry_delay(ctx.memory.failed(&name));
                 tracing::warn!(namespace = %name, error = %e, retry_in = ?delay, "reconcile failed");
                 queue.add_after(name.clone(), delay);
             }
@@ -185,6 +190,7 @@ async fn reconciler(ctx: Arc<Context>, queue: Arc<WorkQueue>, mut leader: watch:
 fn record(metrics: &Metrics, result: &Result<Outcome, execute::Error>) {
     let label = match result {
         Ok(outcome) if outcome.render_failed => "render_failed",
+        Ok(outcome) if outcome.refused => "refused",
         Ok(_) => "ok",
         Err(_) => "error",
     };
@@ -209,15 +215,23 @@ fn record(metrics: &Metrics, result: &Result<Outcome, execute::Error>) {
                 }
             }
         }
-        Err(e) => metrics.api_error(e.api_error()),
+        // Its failed requests were counted where they were made.
+        Err(_) => {}
     }
 }
 
-/// 0.5 s doubling per consecutive failure, at most 5 minutes. Conflicts, throttling and server
-/// errors all land here; the namespace is retried on its own without blocking the others.
-fn backoff(failures: u32) -> Duration {
-    let millis = 500u64.saturating_mul(1 << failures.saturating_sub(1).min(10));
-    Duration::from_millis(millis).min(Duration::from_secs(300))
+/// The retry delay after `failures` failures in a row of one namespace (counted in its memory,
+/// so all reconciler tasks share it): 0.5 s doubling per failure, at most 5 minutes, of which
+/// half is fixed and half spread at random (`spread` in [0, 1)), so that namespaces that failed
+/// together (a fleet-wide quota, an API server restart) do not come back together.
+fn backoff(failures: u32, spread: f64) -> Duration {
+    let full = Duration::from_millis(500u64.saturating_mul(1 << failures.saturating_sub(1).min(10)))
+        .min(Duration::from_secs(300));
+    full / 2 + full.mul_f64(spread.clamp(0.0, 1.0) / 2.0)
+}
+
+fn retry_delay(failures: u32) -> Duration {
+    backoff(failures, fastrand::f64())
 }
 
 /// Every namespace is looked at again periodically, also those only known from the labels of
@@ -260,10 +274,13 @@ mod tests {
     use std::time::Duration;
 
     #[test]
-    fn backoff_doubles_and_caps() {
-        assert_eq!(backoff(1), Duration::from_millis(500));
-        assert_eq!(backoff(2), Duration::from_secs(1));
-        assert_eq!(backoff(4), Duration::from_secs(4));
-        assert_eq!(backoff(40), Duration::from_secs(300));
+    fn backoff_doubles_caps_and_spreads_half_of_it() {
+        let ms = Duration::from_millis;
+        assert_eq!(backoff(1, 0.0), ms(250));
+        assert_eq!(backoff(1, 0.999_999), ms(500) - Duration::from_nanos(250));
+        assert_eq!(backoff(2, 0.5), ms(750));
+        assert_eq!(backoff(4, 0.0), Duration::from_secs(2));
+        assert_eq!(backoff(40, 0.0), Duration::from_secs(150));
+        assert!(backoff(40, 0.999) < Duration::from_secs(300));
     }
 }

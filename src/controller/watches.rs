@@ -14,6 +14,7 @@ use crate::object::{ObjectKey, Watched};
 use crate::ownership;
 use crate::plan;
 use crate::status::NamespaceWorker;
+use crate::telemetry::Metrics;
 use crate::sync::{lock, read, write};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Namespace;
@@ -52,6 +53,21 @@ impl<B> Shared<B> {
     }
 }
 
+/// Where what the watches see goes: the namespaces to reconcile, and the count of failed
+/// requests (a watch retries by itself; its failures are still counted).
+#[derive(Clone)]
+struct Feed {
+    queue: Arc<WorkQueue>,
+    metrics: Arc<Metrics>,
+}
+
+impl Feed {
+    fn failed(&self, what: &str, error: &watcher::Error) {
+        self.metrics.watch_error(error);
+        tracing::warn!(watch = %what, error = %error, "watch error; retrying");
+    }
+}
+
 /// Distinct names watched for objects flotilla did not stamp. Templates that put the namespace
 /// into a name would need one watch per namespace: past this many, objects are read instead.
 const MAX_NAME_WATCHES: usize = 64;
@@ -62,7 +78,7 @@ const MAX_NAME_WATCHES: usize = 64;
 struct NameWatches {
     client: Client,
     selector: String,
-    queue: Arc<WorkQueue>,
+    feed: Feed,
     watches: Mutex<HashMap<(Kind, String), Shared<Taken>>>,
 }
 
@@ -83,7 +99,7 @@ impl NameWatches {
             .fields(&format!("metadata.name={}", key.name));
         let what = format!("{} named {}", key.kind.name(), key.name);
         let events = watcher::watcher(api, config);
-        spawn_kept(what, events, Taken::default(), &self.queue).0
+        spawn_kept(what, events, Taken::default(), self.feed.clone()).0
     }
 }
 
@@ -120,7 +136,12 @@ impl Stores {
         instance: &str,
         queue: &Arc<WorkQueue>,
         memory: &Arc<Memory>,
+        metrics: &Arc<Metrics>,
     ) -> (Stores, Vec<JoinHandle<()>>) {
+        let feed = Feed {
+            queue: Arc::clone(queue),
+            metrics: Arc::clone(metrics),
+        };
         let (ns_store, ns_writer) = reflector::store();
         let mut tasks = vec![spawn_reflected(
             watcher::watcher(
@@ -129,7 +150,7 @@ impl Stores {
             ),
             ns_writer,
             "Namespace",
-            Arc::clone(queue),
+            feed.clone(),
             |ns| Some(ns.name_any()),
             |_| {},
         )];
@@ -141,7 +162,7 @@ impl Stores {
                 kind.name().to_string(),
                 watcher::watcher(api, config),
                 KindIndex::new(kind, instance),
-                queue,
+                feed.clone(),
             );
             stamped.push(shared);
             tasks.push(task);
@@ -149,7 +170,7 @@ impl Stores {
         let names = Arc::new(NameWatches {
             client: client.clone(),
             selector: ownership::foreign_selector(instance),
-            queue: Arc::clone(queue),
+            feed: feed.clone(),
             watches: Mutex::default(),
         });
         let selector = ownership::watch_selector(instance);
@@ -162,7 +183,7 @@ impl Stores {
             ),
             workers_writer,
             "NamespaceWorker",
-            Arc::clone(queue),
+            feed,
             |worker| Some(worker.name_any()),
             move |worker| {
                 if let Some(version) = worker.resource_version() {
@@ -255,7 +276,7 @@ fn spawn_reflected<K>(
     events: impl Stream<Item = watcher::Result<Event<K>>> + Send + 'static,
     writer: reflector::store::Writer<K>,
     kind: &'static str,
-    queue: Arc<WorkQueue>,
+    feed: Feed,
     key_of: fn(&K) -> Option<String>,
     shown: impl Fn(&K) + Send + 'static,
 ) -> JoinHandle<()>
@@ -278,7 +299,7 @@ where
                 Ok(Event::Apply(obj) | Event::Delete(obj)) => {
                     shown(&obj);
                     if let Some(key) = key_of(&obj) {
-                        queue.add(&key);
+                        feed.queue.add(&key);
                     }
                 }
                 // The store takes a relist in only once it is complete, so its keys are queued
@@ -293,11 +314,11 @@ where
                         shown(&obj);
                     }
                     for key in relisted.drain(..) {
-                        queue.add(&key);
+                        feed.queue.add(&key);
                     }
                 }
                 // The watcher retries with backoff (and relists after 410 Gone) by itself.
-                Err(e) => tracing::warn!(kind, error = %e, "watch error; retrying"),
+                Err(e) => feed.failed(kind, &e),
             }
         }
     })
@@ -308,7 +329,7 @@ fn spawn_kept<B: Bookkeeper + Send + Sync + 'static>(
     what: String,
     events: impl Stream<Item = watcher::Result<Event<StampedMeta>>> + Send + 'static,
     book: B,
-    queue: &Arc<WorkQueue>,
+    feed: Feed,
 ) -> (Shared<B>, JoinHandle<()>) {
     let book = Arc::new(RwLock::new(book));
     let (ready_tx, ready) = watch::channel(false);
@@ -316,7 +337,6 @@ fn spawn_kept<B: Bookkeeper + Send + Sync + 'static>(
         book: Arc::clone(&book),
         ready,
     };
-    let queue = Arc::clone(queue);
     let task = tokio::spawn(async move {
         let mut events = std::pin::pin!(events.default_backoff());
         while let Some(event) = events.next().await {
@@ -338,12 +358,12 @@ fn spawn_kept<B: Bookkeeper + Send + Sync + 'static>(
                     touched
                 }
                 Err(e) => {
-                    tracing::warn!(watch = %what, error = %e, "watch error; retrying");
+                    feed.failed(&what, &e);
                     Vec::new()
                 }
             };
             for namespace in touched {
-                queue.add(&namespace);
+                feed.queue.add(&namespace);
             }
         }
     });

@@ -6,6 +6,7 @@ use super::memory::Memory;
 use crate::cluster;
 use crate::ownership::{self, Owner};
 use crate::status::{NamespaceWorker, WorkerStatus, worker_object};
+use crate::telemetry::Metrics;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, Resource, ResourceExt};
 use std::sync::Arc;
@@ -15,6 +16,7 @@ pub struct Workers<'a> {
     pub field_manager: &'a str,
     pub instance: &'a str,
     pub memory: &'a Memory,
+    pub metrics: &'a Metrics,
 }
 
 impl Workers<'_> {
@@ -43,10 +45,13 @@ impl Workers<'_> {
                     ..PostParams::default()
                 };
                 let object = worker_object(namespace, namespace_uid, self.instance);
-                let worker = match self.api().create(&params, &object).await {
+                let created = self.api().create(&params, &object).await;
+                let worker = match self.metrics.count("create", created) {
                     Ok(created) => created,
                     // Created a moment ago (the watch has not caught up), or by someone else.
-                    Err(kube::Error::Api(e)) if e.code == 409 => self.api().get(namespace).await?,
+                    Err(kube::Error::Api(e)) if e.code == 409 => {
+                        self.metrics.count("get", self.api().get(namespace).await)?
+                    }
                     Err(e) => return Err(e),
                 };
                 let current = worker.status.clone();
@@ -68,10 +73,11 @@ impl Workers<'_> {
                 ..PatchParams::default()
             };
             let patch = serde_json::json!({ "status": status });
-            worker = self
+            let patched = self
                 .api()
                 .patch_status(namespace, &params, &Patch::Merge(&patch))
-                .await?;
+                .await;
+            worker = self.metrics.count("patch", patched)?;
             if let Some(version) = worker.resource_version() {
                 self.memory
                     .wrote(namespace, &version, status, watched_version);
@@ -89,7 +95,8 @@ impl Workers<'_> {
         let Some(worker) = watched else {
             return Ok(false);
         };
-        cluster::delete_if(&self.api(), namespace, worker.uid(), None).await
+        let deleted = cluster::delete_if(&self.api(), namespace, worker.uid(), None).await;
+        self.metrics.count("delete", deleted)
     }
 }
 

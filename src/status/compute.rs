@@ -14,6 +14,8 @@ pub struct Observation<'a> {
     pub rendered: Result<&'a [Stamped], String>,
     /// Objects left alone because flotilla did not stamp them.
     pub conflicts: &'a [(ObjectKey, String)],
+    /// The API server's refusal of an object, if one was refused (nothing after it was sent).
+    pub refused: Option<&'a str>,
     /// The controller Deployment's health, once its controller has looked at it.
     pub health: Option<&'a Health>,
     pub revision: &'a str,
@@ -102,13 +104,16 @@ impl Conditions<'_> {
 
 /// `Applied`: whether everything rendered is in place.
 fn applied(conditions: &Conditions, seen: &Observation) -> Condition {
-    match &seen.rendered {
-        Err(errors) => conditions.make("Applied", "False", "RenderFailed", errors.clone()),
-        Ok(_) if !seen.conflicts.is_empty() => {
+    match (&seen.rendered, seen.refused) {
+        (Err(errors), _) => conditions.make("Applied", "False", "RenderFailed", errors.clone()),
+        (Ok(_), Some(refusal)) => {
+            conditions.make("Applied", "False", "ApplyFailed", refusal.to_string())
+        }
+        (Ok(_), None) if !seen.conflicts.is_empty() => {
             let reasons: Vec<&str> = seen.conflicts.iter().map(|(_, m)| m.as_str()).collect();
             conditions.make("Applied", "False", "Conflict", reasons.join("; "))
         }
-        Ok(rendered) => conditions.make(
+        (Ok(rendered), None) => conditions.make(
             "Applied",
             "True",
             "Applied",
@@ -161,6 +166,14 @@ fn phase(
             Phase::RenderFailed,
             format!(
                 "rendering failed, so nothing was applied or removed and the previously stamped objects are kept: {errors}. Fix the template or the namespace annotation; the worker recovers by itself."
+            ),
+            None,
+        ),
+        (Ok(_), _, _) if seen.refused.is_some() => (
+            Phase::ApplyFailed,
+            format!(
+                "the API server refused it: {}. Nothing after it was applied, and what was stamped before is kept. flotilla retries with backoff and recovers by itself once the cause (a quota, an admission policy, RBAC) is gone.",
+                applied.message
             ),
             None,
         ),

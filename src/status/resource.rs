@@ -75,6 +75,9 @@ pub enum Phase {
     Degraded,
     /// Templates or overrides failed for this namespace; nothing was changed.
     RenderFailed,
+    /// The API server refused an object (invalid, forbidden, over a quota); nothing after it
+    /// was applied. Retried with backoff: it recovers by itself once the cause is gone.
+    ApplyFailed,
     /// A rendered object's name is taken by an object flotilla did not stamp.
     Conflict,
 }

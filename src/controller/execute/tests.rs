@@ -87,10 +87,12 @@ async fn run(
         bodies
     });
     let client = Client::new(service, "default");
+    let metrics = crate::telemetry::Metrics::default();
     let executor = Executor {
         client: &client,
         field_manager: "flotilla",
         instance: INSTANCE,
+        metrics: &metrics,
     };
     let done = executor.run(steps).await;
     drop(client);
