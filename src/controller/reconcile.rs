@@ -18,7 +18,13 @@ pub async fn reconcile(ctx: &Context, name: &str) -> Result<Outcome, Error> {
     let started = Instant::now();
     let namespace = match plan::triage(&snapshot, started) {
         Triage::Reap => return reap(ctx, &snapshot).await,
-        Triage::Settled => return Ok(Outcome::default()),
+        Triage::Settled { until } => {
+            let recheck = until.map(|t| t.saturating_duration_since(started));
+            return Ok(Outcome {
+                recheck,
+                ..Outcome::default()
+            });
+        }
         Triage::Sync(namespace) => namespace.clone(),
     };
     let rendered = ctx.renderer.render(&namespace.input);

@@ -33,8 +33,10 @@ pub fn fleet(
 pub enum Triage<'a> {
     /// Not opted in, terminating or gone: delete everything stamped for it.
     Reap,
-    /// Nothing changed since it was last found in sync, and no deadline passed.
-    Settled,
+    /// Nothing changed since it was last found in sync, and no deadline passed. The deadline,
+    /// if one is pending, must still be kept: look again then (a retry scheduled for an earlier
+    /// deadline may be what brought the namespace here).
+    Settled { until: Option<Instant> },
     /// Render for the namespace and bring every object in line.
     Sync(&'a NamespaceState),
 }
@@ -43,13 +45,16 @@ pub fn triage(snapshot: &Snapshot, now: Instant) -> Triage<'_> {
     let Some(namespace) = snapshot.namespace.as_ref().filter(|ns| ns.opted_in) else {
         return Triage::Reap;
     };
-    let still = snapshot.settled.as_ref().is_some_and(|settled| {
-        settled.fingerprint == fingerprint(snapshot) && settled.until.is_none_or(|t| now < t)
-    });
-    if still {
-        Triage::Settled
-    } else {
-        Triage::Sync(namespace)
+    match &snapshot.settled {
+        Some(settled)
+            if settled.fingerprint == fingerprint(snapshot)
+                && settled.until.is_none_or(|t| now < t) =>
+        {
+            Triage::Settled {
+                until: settled.until,
+            }
+        }
+        _ => Triage::Sync(namespace),
     }
 }
 

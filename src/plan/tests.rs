@@ -306,9 +306,16 @@ fn triage_reaps_what_is_not_opted_in_and_skips_what_is_settled() {
         ..base.clone()
     };
     assert!(matches!(triage(&base, now), Triage::Sync(ns) if ns.opted_in));
-    assert_eq!(triage(&settled_now(None), now), Triage::Settled);
+    assert_eq!(
+        triage(&settled_now(None), now),
+        Triage::Settled { until: None }
+    );
     let later = now + Duration::from_secs(5);
-    assert_eq!(triage(&settled_now(Some(later)), now), Triage::Settled);
+    assert_eq!(
+        triage(&settled_now(Some(later)), now),
+        Triage::Settled { until: Some(later) },
+        "a pending deadline is still kept"
+    );
     let sync = |snapshot: &Snapshot, at| matches!(triage(snapshot, at), Triage::Sync(_));
     assert!(sync(&settled_now(Some(later)), later), "deadline passed");
     let mut edited = settled_now(None);
