@@ -190,13 +190,19 @@ pub async fn run(
         let release = tokio::time::timeout(config.retry_every(), release(&api, &config));
         match release.await {
             Ok(Ok(())) => tracing::info!(lease = %config.name, "lease released"),
-            _ => tracing::warn!(lease = %config.name, "could not release the lease; it expires by itself"),
+            _ => {
+                tracing::warn!(lease = %config.name, "could not release the lease; it expires by itself")
+            }
         }
     }
 }
 
 /// One round: read the Lease, and acquire or renew it if we may. Returns whether we hold it.
-async fn round(api: &Api<Lease>, config: &LeaseConfig, observer: &mut Observer) -> kube::Result<bool> {
+async fn round(
+    api: &Api<Lease>,
+    config: &LeaseConfig,
+    observer: &mut Observer,
+) -> kube::Result<bool> {
     let now = Timestamp::now();
     let Some(current) = api.get_opt(&config.name).await? else {
         let lease = Lease {

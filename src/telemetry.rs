@@ -136,12 +136,18 @@ impl Metrics {
             Error::WatchStartFailed(e) | Error::WatchFailed(e) => self.api_error("watch", e),
             Error::WatchError(status) => {
                 let code = status.code.to_string();
-                let labels = ApiErrorLabels { code, verb: "watch" };
+                let labels = ApiErrorLabels {
+                    code,
+                    verb: "watch",
+                };
                 self.api_errors.get_or_create(&labels).inc();
             }
             Error::NoResourceVersion => {
                 let code = "none".to_string();
-                let labels = ApiErrorLabels { code, verb: "watch" };
+                let labels = ApiErrorLabels {
+                    code,
+                    verb: "watch",
+                };
                 self.api_errors.get_or_create(&labels).inc();
             }
         }

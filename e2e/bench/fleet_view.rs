@@ -32,6 +32,7 @@ pub async fn write(
         namespace,
         rendered: Ok(objects),
         conflicts: &[],
+        refused: None,
         health: None,
         revision,
         now: status::now(),

@@ -57,14 +57,24 @@ async fn a_leader_frozen_past_its_lease_writes_nothing_once_it_wakes() {
     let ns = "frozen-a";
     fleet.namespace(&client, ns, true).await;
     let leader = fleet.start_as("leader", &env().flotilla_kubeconfig);
-    wait_leads(&leader, "the first replica to lead", Duration::from_secs(30)).await;
+    wait_leads(
+        &leader,
+        "the first replica to lead",
+        Duration::from_secs(30),
+    )
+    .await;
     fleet.wait_stamped(&client, ns).await;
     let standby = fleet.start_as("standby", &standby_config);
     standby.wait_log("caches synced").await;
 
     let audit = AuditWindow::open();
     leader.signal("STOP");
-    let takeover = wait_leads(&standby, "the standby to take over", Duration::from_secs(20)).await;
+    let takeover = wait_leads(
+        &standby,
+        "the standby to take over",
+        Duration::from_secs(20),
+    )
+    .await;
     println!("leader frozen: the standby leads after {takeover:?}");
     // Work for the old leader to find when it wakes: an edit the new leader reverts.
     edit_config_map(&client, ns, "7").await;
@@ -74,7 +84,10 @@ async fn a_leader_frozen_past_its_lease_writes_nothing_once_it_wakes() {
     // its Lease round runs late: everything that once made it write.
     tokio::time::sleep(Duration::from_secs(6)).await;
     assert!(standby.leads().await, "the standby must still lead");
-    assert!(!leader.leads().await, "the old leader must know it does not lead");
+    assert!(
+        !leader.leads().await,
+        "the old leader must know it does not lead"
+    );
 
     // The window holds both replicas' requests: the new leader's revert, the old one's reads of
     // the Lease after it woke.
@@ -95,7 +108,10 @@ async fn a_leader_frozen_past_its_lease_writes_nothing_once_it_wakes() {
         .into_iter()
         .filter(|e| crate::audit::is_write(e) && e["responseStatus"]["code"] == 200)
         .collect();
-    assert!(taken_back.is_empty(), "the old leader renewed: {taken_back:#?}");
+    assert!(
+        taken_back.is_empty(),
+        "the old leader renewed: {taken_back:#?}"
+    );
     delete_namespaces(&client, &[ns]).await;
 }
 
@@ -111,7 +127,12 @@ async fn clock_skew_neither_steals_a_live_lease_nor_waits_past_its_expiry() {
     let ns = "skew-a";
     fleet.namespace(&client, ns, true).await;
     let leader = fleet.start_as("leader", &env().flotilla_kubeconfig);
-    wait_leads(&leader, "the first replica to lead", Duration::from_secs(30)).await;
+    wait_leads(
+        &leader,
+        "the first replica to lead",
+        Duration::from_secs(30),
+    )
+    .await;
     fleet.wait_stamped(&client, ns).await;
 
     // A standby 30 s ahead sees the leader's renewTime as long past, yet it is renewed all the
@@ -120,7 +141,10 @@ async fn clock_skew_neither_steals_a_live_lease_nor_waits_past_its_expiry() {
     ahead.wait_log("caches synced").await;
     let watched = Instant::now();
     while watched.elapsed() < Duration::from_secs(15) {
-        assert!(!ahead.leads().await, "a standby 30 s ahead took a live lease");
+        assert!(
+            !ahead.leads().await,
+            "a standby 30 s ahead took a live lease"
+        );
         assert!(leader.leads().await, "the leader lost its lease");
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
@@ -132,8 +156,12 @@ async fn clock_skew_neither_steals_a_live_lease_nor_waits_past_its_expiry() {
     behind.wait_log("caches synced").await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     leader.kill();
-    let takeover =
-        wait_leads(&behind, "the standby behind to take over", Duration::from_secs(30)).await;
+    let takeover = wait_leads(
+        &behind,
+        "the standby behind to take over",
+        Duration::from_secs(30),
+    )
+    .await;
     println!("standby 30 s behind took over {takeover:?} after the leader was killed");
     assert!(takeover <= Duration::from_secs(15), "{takeover:?}");
     delete_namespaces(&client, &[ns]).await;

@@ -6,6 +6,7 @@ mod audit;
 mod cold_restart;
 #[path = "../common.rs"]
 mod common;
+mod failures;
 mod faults;
 mod fleet_view;
 mod harness;

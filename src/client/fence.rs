@@ -22,7 +22,9 @@ pub struct Fence {
 
 /// A write refused because this replica does not hold leadership for certain.
 #[derive(Debug, thiserror::Error)]
-#[error("not sent: this replica is not the leader for certain (its Lease could not be renewed in time)")]
+#[error(
+    "not sent: this replica is not the leader for certain (its Lease could not be renewed in time)"
+)]
 pub struct Fenced;
 
 impl Fence {
@@ -130,7 +132,12 @@ mod tests {
         let refused = send(&fence, http::Method::PATCH).await.unwrap_err();
         assert!(refused.is::<Fenced>(), "{refused}");
         fence.open_until(Instant::now() + Duration::from_secs(60));
-        for method in [http::Method::PATCH, http::Method::POST, http::Method::PUT, http::Method::DELETE] {
+        for method in [
+            http::Method::PATCH,
+            http::Method::POST,
+            http::Method::PUT,
+            http::Method::DELETE,
+        ] {
             assert!(send(&fence, method).await.is_ok());
         }
         // The deadline passed (as for a process frozen past it): closed by itself.

@@ -52,4 +52,3 @@ fn lease_config(mut kubeconfig: kube::Config, config: &Config) -> kube::Config {
     kubeconfig.default_retry = false;
     kubeconfig
 }
-

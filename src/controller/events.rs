@@ -11,10 +11,10 @@
 
 use crate::telemetry::Metrics;
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
-use std::sync::Arc;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ObjectMeta, PostParams};
+use std::sync::Arc;
 use tokio::sync::mpsc;
 
 /// Where the Events go (see above).

@@ -198,25 +198,22 @@ fn record(metrics: &Metrics, result: &Result<Outcome, execute::Error>) {
         .reconciles
         .get_or_create(&ResultLabel { result: label })
         .inc();
-    match result {
-        Ok(outcome) => {
-            for (action, n) in [
-                ("created", outcome.created),
-                ("updated", outcome.updated),
-                ("drift_repaired", outcome.drift_repaired),
-                ("pruned", outcome.pruned),
-                ("reaped", outcome.reaped),
-            ] {
-                if n > 0 {
-                    metrics
-                        .objects
-                        .get_or_create(&ActionLabel { action })
-                        .inc_by(n as u64);
-                }
+    // A failed reconcile's requests were counted where they were made.
+    if let Ok(outcome) = result {
+        for (action, n) in [
+            ("created", outcome.created),
+            ("updated", outcome.updated),
+            ("drift_repaired", outcome.drift_repaired),
+            ("pruned", outcome.pruned),
+            ("reaped", outcome.reaped),
+        ] {
+            if n > 0 {
+                metrics
+                    .objects
+                    .get_or_create(&ActionLabel { action })
+                    .inc_by(n as u64);
             }
         }
-        // Its failed requests were counted where they were made.
-        Err(_) => {}
     }
 }
 
@@ -225,8 +222,9 @@ fn record(metrics: &Metrics, result: &Result<Outcome, execute::Error>) {
 /// half is fixed and half spread at random (`spread` in [0, 1)), so that namespaces that failed
 /// together (a fleet-wide quota, an API server restart) do not come back together.
 fn backoff(failures: u32, spread: f64) -> Duration {
-    let full = Duration::from_millis(500u64.saturating_mul(1 << failures.saturating_sub(1).min(10)))
-        .min(Duration::from_secs(300));
+    let full =
+        Duration::from_millis(500u64.saturating_mul(1 << failures.saturating_sub(1).min(10)))
+            .min(Duration::from_secs(300));
     full / 2 + full.mul_f64(spread.clamp(0.0, 1.0) / 2.0)
 }
 

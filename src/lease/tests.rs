@@ -47,9 +47,18 @@ fn another_holder_expires_by_our_clock_since_its_record_last_changed() {
     assert_eq!(observer.step(Some(&held), "a", t0 + secs(9)), Step::Follow);
     // Renewed at 8 s: the ten seconds start again from when we saw it.
     let renewed = spec(Some("b"), 108, 10);
-    assert_eq!(observer.step(Some(&renewed), "a", t0 + secs(9)), Step::Follow);
-    assert_eq!(observer.step(Some(&renewed), "a", t0 + secs(18)), Step::Follow);
-    assert_eq!(observer.step(Some(&renewed), "a", t0 + secs(19)), Step::Acquire);
+    assert_eq!(
+        observer.step(Some(&renewed), "a", t0 + secs(9)),
+        Step::Follow
+    );
+    assert_eq!(
+        observer.step(Some(&renewed), "a", t0 + secs(18)),
+        Step::Follow
+    );
+    assert_eq!(
+        observer.step(Some(&renewed), "a", t0 + secs(19)),
+        Step::Acquire
+    );
 }
 
 #[test]
@@ -136,14 +145,20 @@ async fn a_leader_that_cannot_renew_stops_writing_before_its_lease_expires() {
     assert_eq!(request.method(), http::Method::POST);
     let created = serde_json::json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
         "metadata": {"name": "fleet", "namespace": "flotilla-system", "resourceVersion": "1"}});
-    respond.send_response(Response::new(Body::from(serde_json::to_vec(&created).unwrap())));
+    respond.send_response(Response::new(Body::from(
+        serde_json::to_vec(&created).unwrap(),
+    )));
     let leading_since = Instant::now();
     leader.wait_for(|leads| *leads).await.unwrap();
     assert!(fence.is_open());
     // From here on, nothing answers: every renewal hangs.
-    let stepped_down = tokio::time::timeout(config.duration, leader.wait_for(|leads| !*leads)).await;
+    let stepped_down =
+        tokio::time::timeout(config.duration, leader.wait_for(|leads| !*leads)).await;
     let after = leading_since.elapsed();
-    assert!(stepped_down.is_ok(), "still leading after the lease duration");
+    assert!(
+        stepped_down.is_ok(),
+        "still leading after the lease duration"
+    );
     assert!(!fence.is_open(), "the fence must be closed");
     assert!(
         after < config.duration,

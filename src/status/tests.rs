@@ -56,6 +56,7 @@ fn observe<'a>(
         namespace: "team-a",
         rendered,
         conflicts,
+        refused: None,
         health,
         revision: "rev1",
         now,
@@ -214,4 +215,45 @@ fn worker_object_is_labelled_and_owned_by_its_namespace() {
         (owner.kind.as_str(), owner.uid.as_str()),
         ("Namespace", "uid-1")
     );
+}
+
+#[test]
+fn a_refusal_is_apply_failed_with_the_api_servers_words_and_keeps_what_was_applied() {
+    let objects = rendered();
+    let up = deployment(Some(1), 1);
+    let (ready, _) = compute(None, &observe(Ok(&objects), &[], up.as_ref(), at(0)));
+    let refusal = "apply ConfigMap team-a/cm: 403 Forbidden: configmaps \"cm\" is forbidden: exceeded quota: q, requested: count/configmaps=1, used: count/configmaps=1, limited: count/configmaps=1";
+    let seen = Observation {
+        refused: Some(refusal),
+        ..observe(Ok(&objects), &[], up.as_ref(), at(30))
+    };
+    let (failed, recheck) = compute(Some(&ready), &seen);
+    assert_eq!((failed.phase, recheck), (Phase::ApplyFailed, None));
+    assert!(
+        failed.message.contains("exceeded quota"),
+        "{}",
+        failed.message
+    );
+    assert!(
+        failed.message.contains("recovers by itself"),
+        "{}",
+        failed.message
+    );
+    let applied = condition(&failed, "Applied");
+    assert_eq!(
+        (applied.status.as_str(), applied.reason.as_str()),
+        ("False", "ApplyFailed")
+    );
+    assert_eq!(applied.last_transition_time, at(30).to_string());
+    // The controller's own health is still told.
+    assert_eq!(
+        condition(&failed, "Available"),
+        condition(&ready, "Available")
+    );
+    // Once the cause is gone, the next reconcile is Ready again.
+    let (recovered, _) = compute(
+        Some(&failed),
+        &observe(Ok(&objects), &[], up.as_ref(), at(60)),
+    );
+    assert_eq!(recovered.phase, Phase::Ready);
 }

@@ -15,8 +15,10 @@ const INSTANCE: &str = "fleet";
 struct Exchange {
     method: Method,
     path: &'static str,
-    /// Must all appear in the query string.
+    /// Must all appear in the query string...
     query: &'static [&'static str],
+    /// ...and these must not.
+    not: &'static [&'static str],
     status: StatusCode,
     answer: Value,
 }
@@ -26,12 +28,17 @@ fn exchange(method: Method, path: &'static str, query: &'static [&'static str]) 
         method,
         path,
         query,
+        not: &[],
         status: StatusCode::OK,
         answer: json!({}),
     }
 }
 
 impl Exchange {
+    fn without(self, not: &'static [&'static str]) -> Exchange {
+        Exchange { not, ..self }
+    }
+
     fn answer(self, status: StatusCode, answer: Value) -> Exchange {
         Exchange {
             status,
@@ -66,6 +73,9 @@ async fn run(
                     query.contains(part),
                     "{method} {uri}: no {part} in the query"
                 );
+            }
+            for part in expected.not {
+                assert!(!query.contains(part), "{method} {uri}: {part} in the query");
             }
             let bytes = http_body_util::BodyExt::collect(request.into_body())
                 .await
@@ -161,8 +171,11 @@ async fn a_kept_object_costs_no_request() {
 #[tokio::test]
 async fn a_create_is_one_server_side_apply_of_the_rendered_object() {
     let cm = config_map();
+    // Not forced: see a_create_is_not_forced_and_a_name_taken_meanwhile_is_left_alone.
     let script = vec![
-        exchange(Method::PATCH, CM, APPLY).answer(StatusCode::OK, live("8", json!({"k": "v"}))),
+        exchange(Method::PATCH, CM, &["fieldManager=flotilla"])
+            .without(&["force"])
+            .answer(StatusCode::OK, live("8", json!({"k": "v"}))),
     ];
     let (done, bodies) = run(vec![Step::Create { object: &cm }], script).await;
     assert_eq!(
@@ -177,6 +190,7 @@ async fn a_read_decides_what_follows() {
     let cm = config_map();
     let read = || exchange(Method::GET, CM, &["resourceVersion=0"]);
     let apply = || exchange(Method::PATCH, CM, APPLY);
+    let create = || exchange(Method::PATCH, CM, &["fieldManager=flotilla"]).without(&["force"]);
     let cases: Vec<(&str, Vec<Exchange>, Done)> = vec![
         (
             "in sync: read only, remembered at the version read",
@@ -195,7 +209,7 @@ async fn a_read_decides_what_follows() {
             "gone: read, then created",
             vec![
                 read().answer(StatusCode::NOT_FOUND, not_found()),
-                apply().answer(StatusCode::OK, live("11", json!({"k": "v"}))),
+                create().answer(StatusCode::OK, live("11", json!({"k": "v"}))),
             ],
             Done::Created(cm.key.clone(), verified("11")),
         ),
@@ -257,19 +271,19 @@ async fn a_delete_carries_the_uid_and_version_it_was_decided_on() {
 }
 
 #[tokio::test]
-async fn a_refused_apply_is_an_error_and_the_next_step_still_runs() {
+async fn a_passing_failure_is_an_error_and_the_next_step_still_runs() {
     let cm = config_map();
     let mut other = config_map();
     other.key.name = "other".into();
     other.body["metadata"]["name"] = json!("other");
-    let refused = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden", "code": 403,
-        "message": "configmaps \"cm\" is forbidden: exceeded quota"});
+    let unavailable = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "ServiceUnavailable", "code": 503,
+        "message": "the server is currently unable to handle the request"});
     let script = vec![
-        exchange(Method::PATCH, CM, APPLY).answer(StatusCode::FORBIDDEN, refused),
+        exchange(Method::PATCH, CM, APPLY).answer(StatusCode::SERVICE_UNAVAILABLE, unavailable),
         exchange(
             Method::PATCH,
             "/api/v1/namespaces/team-a/configmaps/other",
-            APPLY,
+            &["fieldManager=flotilla"],
         )
         .answer(StatusCode::OK, live("3", json!({"k": "v"}))),
     ];
@@ -284,7 +298,57 @@ async fn a_refused_apply_is_an_error_and_the_next_step_still_runs() {
     let error = done[0].as_ref().unwrap_err();
     assert_eq!(
         error.to_string(),
-        "apply ConfigMap team-a/cm: 403 Forbidden: configmaps \"cm\" is forbidden: exceeded quota"
+        "apply ConfigMap team-a/cm: 503 ServiceUnavailable: the server is currently unable to handle the request"
     );
+    assert!(!error.refused());
     assert!(matches!(done[1], Ok(Done::Created(..))));
+}
+
+#[tokio::test]
+async fn a_create_is_not_forced_and_a_name_taken_meanwhile_is_left_alone() {
+    let cm = config_map();
+    let conflict = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Conflict", "code": 409,
+        "message": "Apply failed with 1 conflict: conflict with \"kubectl\": .data.k"});
+    let theirs = json!({"metadata": {"name": "cm", "namespace": "team-a", "resourceVersion": "4",
+        "labels": {"app": "theirs"}}, "data": {"k": "theirs"}});
+    let script = vec![
+        exchange(Method::PATCH, CM, &["fieldManager=flotilla"])
+            .without(&["force"])
+            .answer(StatusCode::CONFLICT, conflict),
+        // Read from etcd, not the watch cache, which may not show it yet.
+        exchange(Method::GET, CM, &[]).answer(StatusCode::OK, theirs),
+    ];
+    let (done, _) = run(vec![Step::Create { object: &cm }], script).await;
+    let done: Vec<Done> = done.into_iter().map(Result::unwrap).collect();
+    assert!(
+        matches!(&done[..], [Done::Conflict(key, _)] if *key == cm.key),
+        "{done:?}"
+    );
+}
+
+#[tokio::test]
+async fn after_a_refusal_nothing_more_is_sent() {
+    let cm = config_map();
+    let mut other = config_map();
+    other.key.name = "other".into();
+    let invalid = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Invalid", "code": 422,
+        "message": "ConfigMap \"cm\" is invalid"});
+    let script =
+        vec![exchange(Method::PATCH, CM, APPLY).answer(StatusCode::UNPROCESSABLE_ENTITY, invalid)];
+    let steps = vec![
+        Step::Apply {
+            object: &cm,
+            why: Why::Outdated,
+        },
+        Step::Create { object: &other },
+        Step::Delete {
+            key: config_map().key,
+            uid: None,
+            resource_version: None,
+            why: Removal::Pruned,
+        },
+    ];
+    let (done, _) = run(steps, script).await;
+    assert_eq!(done.len(), 1, "the steps after the refusal were not run");
+    assert!(done[0].as_ref().is_err_and(Error::refused));
 }
