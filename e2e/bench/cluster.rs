@@ -5,6 +5,7 @@
 use crate::common::{
     client_for, kubectl, log_tail, spawn_flotilla, terminate, write_service_account_kubeconfig,
 };
+use crate::procstat;
 use kube::Client;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -125,6 +126,9 @@ impl Drop for DownOnDrop {
 /// A running `flotilla run` under its ServiceAccount token; killed when dropped.
 pub struct Flotilla {
     child: Child,
+    /// The flotilla process itself (the child, or under BENCH_FLOTILLA_WRAP the wrapper's
+    /// descendant running flotilla's binary), or why it was not found.
+    process: Result<u32, String>,
     pub started: Instant,
     pub log: PathBuf,
 }
@@ -142,15 +146,43 @@ impl Flotilla {
             &rust_log,
         );
         RUNNING.lock().unwrap().push(child.id());
+        let process = find_flotilla(child.id());
+        match &process {
+            Ok(pid) if *pid != child.id() => eprintln!(
+                "bench: measuring flotilla's pid {pid}, under its wrapper's pid {}",
+                child.id()
+            ),
+            Ok(_) => {}
+            Err(why) => eprintln!("bench: {why}"),
+        }
         Flotilla {
             child,
+            process,
             started,
             log: log.to_path_buf(),
         }
     }
 
-    pub fn pid(&self) -> u32 {
-        self.child.id()
+    /// The process whose CPU and RSS are flotilla's.
+    pub fn process(&self) -> Result<u32, String> {
+        self.process.clone()
+    }
+
+    /// Every process of this flotilla, named: the flotilla process and a wrapper if any.
+    pub fn pids(&self) -> Vec<(&'static str, u32)> {
+        match self.process {
+            Ok(pid) if pid == self.child.id() => vec![("flotilla", pid)],
+            Ok(pid) => vec![("flotilla", pid), ("its wrapper", self.child.id())],
+            Err(_) => vec![("flotilla's wrapper", self.child.id())],
+        }
+    }
+
+    /// How long flotilla took to its "initial sync complete" log line, as it logged it.
+    pub fn initial_sync_elapsed(&self) -> Option<String> {
+        let text = strip_ansi(&std::fs::read_to_string(&self.log).ok()?);
+        let line = text.lines().find(|l| l.contains("initial sync complete"))?;
+        let start = line.find("elapsed=")? + "elapsed=".len();
+        Some(line[start..].split_whitespace().next()?.to_string())
     }
 
     pub fn log_len(&self) -> u64 {
@@ -184,6 +216,44 @@ impl Flotilla {
     pub fn stop(mut self) {
         terminate(&mut self.child, Duration::from_secs(15));
     }
+}
+
+/// The process running flotilla's binary: `child` itself, or (under a wrapper) a descendant,
+/// which may take the wrapper a moment to start.
+fn find_flotilla(child: u32) -> Result<u32, String> {
+    let exe = Path::new(env!("CARGO_BIN_EXE_flotilla"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(pid) = procstat::running(child, exe) {
+            return Ok(pid);
+        }
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "no process running {} under pid {child} (BENCH_FLOTILLA_WRAP's wrapper?) \
+                 after 10 s: its RSS and CPU are not measured",
+                exe.display()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Removes terminal colour codes (flotilla's text logs have them, also in a file).
+fn strip_ansi(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 impl Drop for Flotilla {
