@@ -263,8 +263,6 @@ async fn start(
     let mut probe = Probe::start(&phase.cluster.admin).await;
     let log = phase.bench.work.join(log);
     let mut flotilla = Flotilla::start(&phase.cluster, config, &log);
-    probe.flotilla(&flotilla, true);
-    let usage = Usage::since_start(flotilla.process());
     let (tracker, timeout) = (&phase.tracker, phase.bench.timeout);
     let deployments = tracker
         .wait_all(what, timeout, EVERY, &phase.deployments, revision)
@@ -273,6 +271,9 @@ async fn start(
     let all = tracker
         .wait_all(what, timeout, EVERY, &phase.fleet_keys, revision)
         .await;
+    // Counted from the process's start: looked for only now, as that may take a while.
+    probe.flotilla(&flotilla, true);
+    let usage = Usage::since_start(flotilla.process());
     Started {
         flotilla,
         probe,

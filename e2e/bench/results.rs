@@ -85,11 +85,13 @@ pub fn print(bench: &Bench, rows: &[Row], findings: &Findings, took: Duration) {
             pass: no_rss.is_empty() && peak_rss <= 100.0,
             detail: if no_rss.is_empty() {
                 format!("{peak_rss:.1} MiB{}", at(2000))
-            } else {
+            } else if no_rss.len() < flotilla_rows.len() {
                 format!(
                     "NO READING in: {} (see their notes); {peak_rss:.1} MiB in the others",
                     no_rss.join(", ")
                 )
+            } else {
+                "NO READING in any scenario (see their notes)".into()
             },
         },
     ];
