@@ -167,15 +167,16 @@ fn covered(
         .windows(2)
         .map(|p| p[1].duration_since(p[0]).as_secs_f64())
         .fold(0.0, f64::max);
-    let how = format!(
+    if longest > lease {
+        return Err(format!(
+            "{} Lease renewals by flotilla in the window, but {longest:.1} s without one, longer \
+             than the Lease's {lease:.0} s: the audit log misses part of the window, or flotilla \
+             stalled",
+            renewals.len()
+        ));
+    }
+    Ok(format!(
         "{} Lease renewals by flotilla cover the window, at most {longest:.1} s apart",
         renewals.len()
-    );
-    if longest > lease {
-        Err(format!(
-            "{how}: longer than the Lease's {lease:.0} s, so the audit log misses part of the window"
-        ))
-    } else {
-        Ok(how)
-    }
+    ))
 }
