@@ -5,10 +5,11 @@
 use crate::common::{
     client_for, kubectl, log_tail, spawn_flotilla, terminate, write_service_account_kubeconfig,
 };
+use crate::procstat;
 use kube::Client;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// The flotilla processes running now, so that an interrupted bench can stop them.
@@ -25,7 +26,7 @@ pub fn stop_everything_on_signal(repo: PathBuf) {
         }
         eprintln!("bench: interrupted; stopping flotilla and the control plane");
         for pid in RUNNING.lock().unwrap().drain(..) {
-            let _ = Command::new("kill").arg(pid.to_string()).status();
+            send(pid, "-TERM");
         }
         drop(DownOnDrop(repo));
         std::process::exit(130);
@@ -125,6 +126,10 @@ impl Drop for DownOnDrop {
 /// A running `flotilla run` under its ServiceAccount token; killed when dropped.
 pub struct Flotilla {
     child: Child,
+    /// The flotilla process itself (the child, or under BENCH_FLOTILLA_WRAP the wrapper's
+    /// descendant running flotilla's binary), or why it was not found. Looked for when first
+    /// needed: not finding it takes a while, which must not fall into a timed scenario.
+    process: OnceLock<Result<u32, String>>,
     pub started: Instant,
     pub log: PathBuf,
 }
@@ -144,13 +149,47 @@ impl Flotilla {
         RUNNING.lock().unwrap().push(child.id());
         Flotilla {
             child,
+            process: OnceLock::new(),
             started,
             log: log.to_path_buf(),
         }
     }
 
-    pub fn pid(&self) -> u32 {
-        self.child.id()
+    /// The process whose CPU and RSS are flotilla's.
+    pub fn process(&self) -> Result<u32, String> {
+        let child = self.child.id();
+        let found = self.process.get_or_init(|| {
+            let found = find_flotilla(child);
+            match &found {
+                Ok(pid) if *pid != child => {
+                    RUNNING.lock().unwrap().push(*pid);
+                    eprintln!(
+                        "bench: measuring flotilla's pid {pid}, under its wrapper's pid {child}"
+                    )
+                }
+                Ok(_) => {}
+                Err(why) => eprintln!("bench: {why}"),
+            }
+            found
+        });
+        found.clone()
+    }
+
+    /// Every process of this flotilla, named: the flotilla process and a wrapper if any.
+    pub fn pids(&self) -> Vec<(&'static str, u32)> {
+        match self.process() {
+            Ok(pid) if pid == self.child.id() => vec![("flotilla", pid)],
+            Ok(pid) => vec![("flotilla", pid), ("its wrapper", self.child.id())],
+            Err(_) => vec![("flotilla's wrapper", self.child.id())],
+        }
+    }
+
+    /// How long flotilla took to its "initial sync complete" log line, as it logged it.
+    pub fn initial_sync_elapsed(&self) -> Option<String> {
+        let text = strip_ansi(&std::fs::read_to_string(&self.log).ok()?);
+        let line = text.lines().find(|l| l.contains("initial sync complete"))?;
+        let start = line.find("elapsed=")? + "elapsed=".len();
+        Some(line[start..].split_whitespace().next()?.to_string())
     }
 
     pub fn log_len(&self) -> u64 {
@@ -180,15 +219,86 @@ impl Flotilla {
         }
     }
 
-    /// SIGTERM, as Kubernetes stops a pod, then reap the process.
+    /// SIGTERM, as Kubernetes stops a pod, then reap the process. Under a wrapper flotilla
+    /// itself is stopped first: a wrapper need not pass the signal on (strace detaches and
+    /// exits), and a flotilla left running would keep the Lease from the next one.
     pub fn stop(mut self) {
+        if let Some(pid) = self.wrapped() {
+            send(pid, "-TERM");
+            let deadline = Instant::now() + Duration::from_secs(15);
+            while Instant::now() < deadline && self.runs_flotilla(pid) {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
         terminate(&mut self.child, Duration::from_secs(15));
     }
+
+    /// The flotilla process when it is not the child (it runs under a wrapper).
+    fn wrapped(&self) -> Option<u32> {
+        let pid = *self.process.get()?.as_ref().ok()?;
+        (pid != self.child.id()).then_some(pid)
+    }
+
+    /// Whether `pid` still runs flotilla's binary (and is not a pid since reused).
+    fn runs_flotilla(&self, pid: u32) -> bool {
+        procstat::running(pid, Path::new(env!("CARGO_BIN_EXE_flotilla"))) == Some(pid)
+    }
+}
+
+fn send(pid: u32, which: &str) {
+    let _ = Command::new("kill")
+        .args([which, &pid.to_string()])
+        .status();
+}
+
+/// The process running flotilla's binary: `child` itself, or (under a wrapper) a descendant,
+/// which may take the wrapper a moment to start.
+fn find_flotilla(child: u32) -> Result<u32, String> {
+    let exe = Path::new(env!("CARGO_BIN_EXE_flotilla"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(pid) = procstat::running(child, exe) {
+            return Ok(pid);
+        }
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "no process running {} under pid {child} (BENCH_FLOTILLA_WRAP's wrapper?) \
+                 after 10 s: its RSS and CPU are not measured",
+                exe.display()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Removes terminal colour codes (flotilla's text logs have them, also in a file).
+fn strip_ansi(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 impl Drop for Flotilla {
     fn drop(&mut self) {
-        RUNNING.lock().unwrap().retain(|p| *p != self.child.id());
+        let wrapped = self.wrapped();
+        RUNNING
+            .lock()
+            .unwrap()
+            .retain(|p| *p != self.child.id() && Some(*p) != wrapped);
+        if let Some(pid) = wrapped.filter(|pid| self.runs_flotilla(*pid)) {
+            send(pid, "-KILL");
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

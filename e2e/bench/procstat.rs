@@ -2,6 +2,8 @@
 
 pub use crate::common::cpu_seconds;
 use crate::common::{stat_fields, ticks_per_second};
+use std::collections::{HashMap, VecDeque};
+use std::path::Path;
 
 /// cutime + cstime: CPU of waited-for children (the script baseline's kubectl and flotilla).
 pub fn children_cpu_seconds(pid: u32) -> Option<f64> {
@@ -27,37 +29,75 @@ pub fn reset_peak(pid: u32) -> bool {
     std::fs::write(format!("/proc/{pid}/clear_refs"), "5").is_ok()
 }
 
-/// CPU seconds and peak RSS of one process over one scenario.
+/// CPU seconds so far, and the peak RSS in MiB or why there is no reading.
+pub type Reading = (Option<f64>, Result<f64, String>);
+
+/// CPU seconds and peak RSS of one process over one scenario; `pid` is why there is none if
+/// the process to measure was not found.
 pub struct Usage {
-    pid: u32,
+    pid: Result<u32, String>,
     cpu0: f64,
 }
 
 impl Usage {
-    pub fn start(pid: u32) -> Usage {
-        if !reset_peak(pid) {
+    pub fn start(pid: Result<u32, String>) -> Usage {
+        if let Ok(pid) = pid
+            && !reset_peak(pid)
+        {
             eprintln!(
                 "bench: cannot reset VmHWM of {pid} (not root?): peak RSS is since its start"
             );
         }
+        let cpu0 = pid.as_ref().ok().and_then(|p| cpu_seconds(*p));
         Usage {
             pid,
-            cpu0: cpu_seconds(pid).unwrap_or(0.0),
+            cpu0: cpu0.unwrap_or(0.0),
         }
     }
 
     /// From the process's start, for a process started for this scenario.
-    pub fn since_start(pid: u32) -> Usage {
+    pub fn since_start(pid: Result<u32, String>) -> Usage {
         Usage { pid, cpu0: 0.0 }
     }
 
-    /// (CPU seconds, peak RSS MiB) so far.
-    pub fn read(&self) -> (Option<f64>, Option<f64>) {
-        (
-            cpu_seconds(self.pid).map(|c| c - self.cpu0),
-            peak_rss_mib(self.pid),
-        )
+    pub fn read(&self) -> Reading {
+        let pid = match &self.pid {
+            Ok(pid) => *pid,
+            Err(why) => return (None, Err(why.clone())),
+        };
+        let rss = peak_rss_mib(pid).ok_or_else(|| format!("/proc/{pid}/status unreadable"));
+        (cpu_seconds(pid).map(|c| c - self.cpu0), rss)
     }
+}
+
+/// `root` if it runs `exe`, else its first descendant that does: a wrapper (`strace -f`,
+/// heaptrack) runs the program it measures as a child.
+pub fn running(root: u32, exe: &Path) -> Option<u32> {
+    let exe = exe.canonicalize().ok()?;
+    let runs = |pid: u32| {
+        std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|p| {
+            let p = p.to_string_lossy();
+            Path::new(p.trim_end_matches(" (deleted)")) == exe
+        })
+    };
+    let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
+    for entry in std::fs::read_dir("/proc").ok()?.filter_map(|e| e.ok()) {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
+            continue;
+        };
+        // The field after the state: the parent's pid.
+        if let Some(parent) = stat_fields(pid).and_then(|f| f.get(1).copied()) {
+            children.entry(parent as u32).or_default().push(pid);
+        }
+    }
+    let mut next = VecDeque::from([root]);
+    while let Some(pid) = next.pop_front() {
+        if runs(pid) {
+            return Some(pid);
+        }
+        next.extend(children.get(&pid).into_iter().flatten());
+    }
+    None
 }
 
 /// The whole machine's CPU time (from /proc/stat), to tell a saturated machine from a slow

@@ -18,6 +18,12 @@ pub struct Row {
     pub notes: Vec<String>,
 }
 
+/// Adds a scenario's row to the table, and says how it went as soon as it is known.
+pub fn record(rows: &mut Vec<Row>, row: Row) {
+    eprintln!("bench: {}: {:.3} s", row.scenario, row.seconds);
+    rows.push(row);
+}
+
 fn opt(v: Option<f64>, decimals: usize) -> String {
     v.map_or("-".into(), |v| format!("{v:.decimals$}"))
 }

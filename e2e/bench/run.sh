@@ -3,10 +3,20 @@
 # own (state dir and ports apart from the e2e suite's, so both can run at once).
 #   N=2000 e2e/bench/run.sh       (default N=500)
 # Other knobs (environment): BENCH_SCRIPT_SAMPLE (50), BENCH_STEADY_SECONDS (120),
-# BENCH_QUIET_MAX_SECONDS (max(300, N/2)), BENCH_TIMEOUT_SECONDS (1800), BENCH_FLOTILLA_LOG (RUST_LOG),
-# BENCH_BASELINES (1; 0 runs flotilla's scenarios only), BENCH_FLOTILLA_WRAP (a command flotilla
-# runs under, for a profile: BENCH_FLOTILLA_WRAP=heaptrack; RSS and CPU are then the wrapper's
-# unless it execs flotilla).
+# BENCH_QUIET_MAX_SECONDS (max(300, N/2)), BENCH_IDLE_MAX_SECONDS (120), BENCH_TIMEOUT_SECONDS
+# (1800), BENCH_FLOTILLA_LOG (RUST_LOG), BENCH_BASELINES (1; 0 runs flotilla's scenarios only),
+# BENCH_FLOTILLA_WRAP (a command flotilla runs under, for a profile: BENCH_FLOTILLA_WRAP=heaptrack;
+# RSS and CPU are still the flotilla process's, found under the wrapper by its executable).
+#
+# It prints a table (a row per scenario, notes under it), ratios, and targets, each PASS or MISS:
+# cold converge against the limit for the same objects (timed until every namespace's objects
+# and fleet view, NamespaceWorker status and `Applied` Event, exist); against the script; zero
+# writes at steady state (every write by flotilla but its Lease renewals, which must cover the
+# window: else the audit log was not read); reaction p99; flotilla's LISTs per scenario bounded by
+# its watches, not N; peak RSS (a MISS if any flotilla scenario has no reading). An audit log that
+# cannot be followed (unreadable, shrunk, rotated twice between reads, unparsable lines) marks
+# its rows and MISSes the targets that count from it. The bench's flotilla runs with
+# degradedAfterSeconds of a day, so that no worker turns Degraded (no kubelet runs pods) during it.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 

@@ -1,15 +1,19 @@
-//! What the fleet looks like from the outside: one label-filtered, metadata-only watch per stamped
-//! kind (the bench's own, as admin), so that "all objects exist" is seen the moment it happens,
-//! without polling the API server that is being measured.
+//! What the fleet looks like from the outside, as the bench's own watches (as admin) show it, so
+//! that "all objects exist" is seen the moment it happens, without polling the API server that
+//! is being measured: one label-filtered, metadata-only watch per stamped kind; the fleet view,
+//! i.e. the NamespaceWorkers (with their status) and the `Applied` Events on them.
 
+use flotilla::controller::events::EVENT_NAMESPACE;
 use flotilla::kinds::Kind;
 use flotilla::object::ObjectKey;
 use flotilla::ownership;
-use futures::StreamExt;
+use flotilla::status::NamespaceWorker;
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::Event as KubeEvent;
 use kube::api::{Api, DynamicObject, PartialObjectMeta};
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, ResourceExt};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
@@ -17,8 +21,80 @@ use tokio::sync::Notify;
 /// Live stamped objects -> their `flotilla.dev/revision` annotation.
 pub type Live = HashMap<ObjectKey, String>;
 
+/// Everything the watches show.
+#[derive(Default)]
+pub struct Seen {
+    pub objects: Live,
+    /// NamespaceWorkers by name (their namespace's) -> the revision in their status ("" if none).
+    pub workers: HashMap<String, String>,
+    /// Workers an `Applied` Event was published on since the tracker started.
+    pub applied: HashSet<String>,
+}
+
+/// What one watch keeps of its objects.
+trait Part: Send + 'static {
+    type Object: Send;
+    /// The part of `Seen` this watch keeps, emptied for a relist.
+    fn clear(&self, seen: &mut Seen);
+    fn apply(&self, seen: &mut Seen, object: &Self::Object);
+    fn delete(&self, seen: &mut Seen, object: &Self::Object);
+}
+
+impl Part for Kind {
+    type Object = PartialObjectMeta<DynamicObject>;
+    fn clear(&self, seen: &mut Seen) {
+        seen.objects.retain(|k, _| k.kind != *self);
+    }
+    fn apply(&self, seen: &mut Seen, obj: &Self::Object) {
+        let revision = obj.annotations().get(ownership::REVISION).cloned();
+        seen.objects
+            .insert(object_key(*self, obj), revision.unwrap_or_default());
+    }
+    fn delete(&self, seen: &mut Seen, obj: &Self::Object) {
+        seen.objects.remove(&object_key(*self, obj));
+    }
+}
+
+fn object_key(kind: Kind, obj: &PartialObjectMeta<DynamicObject>) -> ObjectKey {
+    ObjectKey {
+        kind,
+        namespace: obj.namespace().unwrap_or_default(),
+        name: obj.name_any(),
+    }
+}
+
+struct Workers;
+
+impl Part for Workers {
+    type Object = NamespaceWorker;
+    fn clear(&self, seen: &mut Seen) {
+        seen.workers.clear();
+    }
+    fn apply(&self, seen: &mut Seen, worker: &NamespaceWorker) {
+        let revision = worker.status.as_ref().map(|s| s.revision.clone());
+        seen.workers
+            .insert(worker.name_any(), revision.unwrap_or_default());
+    }
+    fn delete(&self, seen: &mut Seen, worker: &NamespaceWorker) {
+        seen.workers.remove(&worker.name_any());
+    }
+}
+
+/// Events are only ever added: one that expires still was published.
+struct Applied;
+
+impl Part for Applied {
+    type Object = KubeEvent;
+    fn clear(&self, _: &mut Seen) {}
+    fn apply(&self, seen: &mut Seen, event: &KubeEvent) {
+        seen.applied
+            .extend(event.involved_object.name.iter().cloned());
+    }
+    fn delete(&self, _: &mut Seen, _: &KubeEvent) {}
+}
+
 pub struct Tracker {
-    live: Arc<Mutex<Live>>,
+    seen: Arc<Mutex<Seen>>,
     changed: Arc<Notify>,
     ready: Arc<Mutex<usize>>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
@@ -26,70 +102,26 @@ pub struct Tracker {
 
 impl Tracker {
     pub async fn start(client: &Client, instance: &str) -> Tracker {
-        let live = Arc::new(Mutex::new(Live::new()));
-        let changed = Arc::new(Notify::new());
-        let ready = Arc::new(Mutex::new(0));
-        let selector = ownership::watch_selector(instance);
-        let mut tasks = Vec::new();
-        for kind in Kind::ALL {
-            let api: Api<PartialObjectMeta<DynamicObject>> =
-                Api::all_with(client.clone(), &kind.api_resource());
-            let stream = watcher::watcher(api, watcher::Config::default().labels(&selector));
-            let (live, changed, ready) = (live.clone(), changed.clone(), ready.clone());
-            tasks.push(tokio::spawn(async move {
-                let mut stream = std::pin::pin!(stream);
-                let mut relist: Option<Live> = None;
-                while let Some(event) = stream.next().await {
-                    let key = |obj: &PartialObjectMeta<DynamicObject>| ObjectKey {
-                        kind,
-                        namespace: obj.namespace().unwrap_or_default(),
-                        name: obj.name_any(),
-                    };
-                    let revision = |obj: &PartialObjectMeta<DynamicObject>| {
-                        obj.annotations()
-                            .get(ownership::REVISION)
-                            .cloned()
-                            .unwrap_or_default()
-                    };
-                    match event {
-                        Ok(Event::Init) => relist = Some(Live::new()),
-                        Ok(Event::InitApply(obj)) => {
-                            if let Some(buffer) = relist.as_mut() {
-                                buffer.insert(key(&obj), revision(&obj));
-                            }
-                        }
-                        Ok(Event::InitDone) => {
-                            let buffer = relist.take().unwrap_or_default();
-                            let mut live = live.lock().unwrap();
-                            live.retain(|k, _| k.kind != kind);
-                            live.extend(buffer);
-                            drop(live);
-                            let mut ready = ready.lock().unwrap();
-                            *ready += 1;
-                        }
-                        Ok(Event::Apply(obj)) => {
-                            live.lock().unwrap().insert(key(&obj), revision(&obj));
-                        }
-                        Ok(Event::Delete(obj)) => {
-                            live.lock().unwrap().remove(&key(&obj));
-                        }
-                        Err(e) => {
-                            eprintln!("bench: {kind} watch error (retrying): {e}");
-                            tokio::time::sleep(Duration::from_millis(500)).await;
-                        }
-                    }
-                    changed.notify_waiters();
-                }
-            }));
-        }
-        let tracker = Tracker {
-            live,
-            changed,
-            ready,
-            tasks,
+        let mut tracker = Tracker {
+            seen: Arc::default(),
+            changed: Arc::default(),
+            ready: Arc::default(),
+            tasks: Vec::new(),
         };
-        let start = Instant::now();
-        while *tracker.ready.lock().unwrap() < Kind::ALL.len() {
+        let selector = ownership::watch_selector(instance);
+        let config = || watcher::Config::default().labels(&selector);
+        for kind in Kind::ALL {
+            let api = Api::all_with(client.clone(), &kind.api_resource());
+            tracker.watch(kind, watcher::watcher(api, config()));
+        }
+        let workers = Api::<NamespaceWorker>::all(client.clone());
+        tracker.watch(Workers, watcher::watcher(workers, config()));
+        let events = Api::<KubeEvent>::namespaced(client.clone(), EVENT_NAMESPACE);
+        let applied =
+            watcher::Config::default().fields("involvedObject.kind=NamespaceWorker,reason=Applied");
+        tracker.watch(Applied, watcher::watcher(events, applied));
+        let (start, watches) = (Instant::now(), tracker.tasks.len());
+        while *tracker.ready.lock().unwrap() < watches {
             assert!(
                 start.elapsed() < Duration::from_secs(60),
                 "the bench's watches did not sync"
@@ -99,20 +131,54 @@ impl Tracker {
         tracker
     }
 
-    /// Waits until `done` holds for the live objects; returns when it was first seen to hold,
-    /// or `None` after `limit`. `done` runs on changes, at most once per `every` (a check over
-    /// thousands of keys on every event would take CPU from the API server being measured).
+    fn watch<P: Part>(
+        &mut self,
+        part: P,
+        stream: impl Stream<Item = watcher::Result<Event<P::Object>>> + Send + 'static,
+    ) {
+        let (seen, changed, ready) = (self.seen.clone(), self.changed.clone(), self.ready.clone());
+        self.tasks.push(tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            let mut relist: Option<Vec<P::Object>> = None;
+            while let Some(event) = stream.next().await {
+                match event {
+                    Ok(Event::Init) => relist = Some(Vec::new()),
+                    Ok(Event::InitApply(obj)) => relist.get_or_insert_default().push(obj),
+                    Ok(Event::InitDone) => {
+                        let mut seen = seen.lock().unwrap();
+                        part.clear(&mut seen);
+                        for obj in relist.take().unwrap_or_default() {
+                            part.apply(&mut seen, &obj);
+                        }
+                        drop(seen);
+                        *ready.lock().unwrap() += 1;
+                    }
+                    Ok(Event::Apply(obj)) => part.apply(&mut seen.lock().unwrap(), &obj),
+                    Ok(Event::Delete(obj)) => part.delete(&mut seen.lock().unwrap(), &obj),
+                    Err(e) => {
+                        eprintln!("bench: watch error (retrying): {e}");
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                    }
+                }
+                changed.notify_waiters();
+            }
+        }));
+    }
+
+    /// Waits until `done` holds for what the watches show; returns when it was first seen to
+    /// hold, or `None` after `limit`. `done` runs on changes, at most once per `every` (a check
+    /// over thousands of keys on every event would take CPU from the API server being measured).
     pub async fn wait(
         &self,
         limit: Duration,
         every: Duration,
-        done: impl Fn(&Live) -> bool,
+        done: impl Fn(&Seen) -> bool,
     ) -> Option<Instant> {
         let deadline = Instant::now() + limit;
         loop {
             let notified = self.changed.notified();
             let checked = Instant::now();
-            if done(&self.live.lock().unwrap()) {
+            if done(&self.seen.lock().unwrap()) {
                 return Some(checked);
             }
             let left = deadline.checked_duration_since(Instant::now())?;
@@ -135,16 +201,50 @@ impl Tracker {
         keys: &[ObjectKey],
         revision: Option<&str>,
     ) -> Instant {
-        self.wait(limit, every, |live| all_present(live, keys, revision))
+        self.wait(limit, every, |seen| {
+            count_present(&seen.objects, keys, revision) == keys.len()
+        })
+        .await
+        .unwrap_or_else(|| {
+            let have = self.with(|seen| count_present(&seen.objects, keys, revision));
+            panic!("{what}: {have}/{} objects after {limit:?}", keys.len())
+        })
+    }
+
+    /// Waits until each of `namespaces` has its fleet view: a NamespaceWorker whose status is at
+    /// `revision` and, with `events`, an `Applied` Event on it. Returns when that was first seen,
+    /// or panics naming `what` after `limit`.
+    pub async fn wait_view(
+        &self,
+        what: &str,
+        limit: Duration,
+        every: Duration,
+        namespaces: &[String],
+        revision: &str,
+        events: bool,
+    ) -> Instant {
+        let missing = |seen: &Seen| {
+            namespaces
+                .iter()
+                .filter(|ns| {
+                    seen.workers.get(*ns).is_none_or(|r| r != revision)
+                        || (events && !seen.applied.contains(*ns))
+                })
+                .count()
+        };
+        self.wait(limit, every, |seen| missing(seen) == 0)
             .await
             .unwrap_or_else(|| {
-                let have = self.with(|live| count_present(live, keys, revision));
-                panic!("{what}: {have}/{} objects after {limit:?}", keys.len())
+                let have = namespaces.len() - self.with(missing);
+                panic!(
+                    "{what}: {have}/{} namespaces with their fleet view after {limit:?}",
+                    namespaces.len()
+                )
             })
     }
 
-    pub fn with<T>(&self, f: impl FnOnce(&Live) -> T) -> T {
-        f(&self.live.lock().unwrap())
+    pub fn with<T>(&self, f: impl FnOnce(&Seen) -> T) -> T {
+        f(&self.seen.lock().unwrap())
     }
 }
 
@@ -154,15 +254,6 @@ impl Drop for Tracker {
             task.abort();
         }
     }
-}
-
-/// All of `keys` exist (at `revision`, if given).
-fn all_present(live: &Live, keys: &[ObjectKey], revision: Option<&str>) -> bool {
-    keys.iter().all(|k| match (live.get(k), revision) {
-        (Some(r), Some(want)) => r == want,
-        (Some(_), None) => true,
-        (None, _) => false,
-    })
 }
 
 /// How many of `keys` exist (at `revision`, if given).

@@ -2,9 +2,11 @@
 //! which request, attributable to one identity, unlike the server's counters.
 //!
 //! A count of requests can only prove "none" if the log was read and covers the window, so a
-//! window panics when the log is missing, shorter than when it opened, or replaced (rotated):
-//! a comparison can never come out 0 == 0 for lack of data. Tests still add a positive control
-//! (a request that must be in the window) where they assert that something is absent.
+//! window panics when the log is missing or shorter than when it opened: a comparison can never
+//! come out 0 == 0 for lack of data. The window keeps the file it opened, so a rotation (the API
+//! server renames the full log and starts a new one) loses nothing: the old file is read to its
+//! end, then the new one. Tests still add a positive control (a request that must be in the
+//! window) where they assert that something is absent.
 
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;
@@ -20,36 +22,52 @@ fn log_path() -> PathBuf {
 
 /// The requests completed from the moment the window opened.
 pub struct AuditWindow {
+    /// The log as it was when the window opened, kept open across a rotation.
+    opened: std::fs::File,
     inode: u64,
     start: u64,
 }
 
 impl AuditWindow {
     pub fn open() -> AuditWindow {
-        let meta = std::fs::metadata(log_path())
-            .unwrap_or_else(|e| panic!("the audit log {}: {e}", log_path().display()));
+        let path = log_path();
+        let opened = std::fs::File::open(&path)
+            .unwrap_or_else(|e| panic!("the audit log {}: {e}", path.display()));
+        let meta = opened.metadata().unwrap();
         AuditWindow {
+            opened,
             inode: meta.ino(),
             start: meta.len(),
         }
     }
 
-    /// Completed requests by `username` in the window (only lines mentioning `needle`, if given:
-    /// much quicker than parsing every line).
-    pub fn requests(&self, username: &str, needle: Option<&str>) -> Vec<serde_json::Value> {
+    /// Everything logged since the window opened.
+    fn text(&self) -> String {
         let path = log_path();
-        let mut file = std::fs::File::open(&path)
-            .unwrap_or_else(|e| panic!("the audit log {}: {e}", path.display()));
-        let meta = file.metadata().unwrap();
+        let mut file = self.opened.try_clone().unwrap();
+        let len = file.metadata().unwrap().len();
         assert!(
-            meta.ino() == self.inode && meta.len() >= self.start,
-            "the audit log {} was rotated or truncated since the window opened: its counts would be wrong",
+            len >= self.start,
+            "the audit log {} was truncated since the window opened: its counts would be wrong",
             path.display()
         );
         file.seek(SeekFrom::Start(self.start)).unwrap();
         let mut text = String::new();
         file.read_to_string(&mut text).unwrap();
-        text.lines()
+        let current = std::fs::metadata(&path)
+            .unwrap_or_else(|e| panic!("the audit log {}: {e}", path.display()));
+        if current.ino() != self.inode {
+            // Rotated: the rest is in the new file.
+            text.push_str(&std::fs::read_to_string(&path).unwrap());
+        }
+        text
+    }
+
+    /// Completed requests by `username` in the window (only lines mentioning `needle`, if given:
+    /// much quicker than parsing every line).
+    pub fn requests(&self, username: &str, needle: Option<&str>) -> Vec<serde_json::Value> {
+        self.text()
+            .lines()
             .filter(|line| needle.is_none_or(|n| line.contains(n)))
             .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
             .filter(|e| e["stage"] == "ResponseComplete" && e["user"]["username"] == username)
