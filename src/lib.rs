@@ -18,3 +18,4 @@ pub mod render;
 pub mod selector;
 pub mod status;
 pub mod telemetry;
+pub mod version;
