@@ -26,12 +26,17 @@ unit:
 manifests:
 	bash manifests/generate.sh
 
-# The generated ConfigMaps in manifests/ must match flotilla.yaml and templates/.
+# The generated ConfigMaps in manifests/ must match flotilla.yaml and templates/, and the
+# Deployment must run the image `make image` tags (the crate version).
 check-manifests:
 	tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	bash manifests/generate.sh "$$tmp"; \
 	diff -ru manifests/generated "$$tmp" || { echo "manifests/generated is stale: run make manifests"; exit 1; }; \
 	echo "manifests/generated is up to date"
+	version=$$(sed -n 's/^version = "\(.*\)"$$/\1/p' Cargo.toml | head -n1); \
+	grep -q "^ *image: flotilla:$$version$$" manifests/deployment.yaml || \
+	  { echo "manifests/deployment.yaml must run image flotilla:$$version (Cargo.toml's version)"; exit 1; }; \
+	echo "manifests/deployment.yaml runs flotilla:$$version"
 
 # End-to-end tests on the local control plane. A control plane that was already up (say from
 # `make demo`) is reused and left running; one started here is torn down afterwards. The image

@@ -159,11 +159,11 @@ impl Fleet {
         std::fs::remove_file(self.templates.join(file)).unwrap();
     }
 
-    /// Writes the config file for the current templates and values.
-    pub fn config_file(&self) -> PathBuf {
+    /// The config for the current templates and values, reading the templates from `templates`.
+    pub fn config(&self, templates: &Path) -> serde_json::Value {
         let mut config = serde_json::json!({
             "selector": format!("{}=on", self.label),
-            "templates": self.templates,
+            "templates": templates,
             "namespace": FLOTILLA_NAMESPACE,
             "instance": self.instance,
             "concurrency": 8,
@@ -172,6 +172,12 @@ impl Fleet {
         if let Some(map) = config.as_object_mut() {
             map.extend(self.settings.clone());
         }
+        config
+    }
+
+    /// Writes the config file for the current templates and values.
+    pub fn config_file(&self) -> PathBuf {
+        let config = self.config(&self.templates);
         // Written aside and renamed: a flotilla starting meanwhile (the CLI rewrites this file on
         // every call) must never read it half-written. An empty file is a valid all-defaults
         // config, which once had a restarted flotilla serve the wrong fleet.

@@ -6,8 +6,12 @@ mod cold_restart;
 #[path = "../common.rs"]
 mod common;
 mod faults;
+mod fleet_pod;
 mod fleet_view;
 mod harness;
+mod image;
+mod install;
 mod model;
+mod pod;
 mod scenarios;
 mod security;
