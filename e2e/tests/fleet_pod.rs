@@ -49,8 +49,8 @@ fn apiserver_port() -> String {
 /// volumes the Deployment mounts. Killed when dropped.
 pub struct RunningPod {
     child: Child,
-    pub log: PathBuf,
-    pub rootfs: PathBuf,
+    log: PathBuf,
+    rootfs: PathBuf,
     before: BTreeMap<String, pod::Entry>,
     _dir: tempfile::TempDir,
 }

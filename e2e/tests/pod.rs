@@ -84,7 +84,7 @@ impl Image {
     }
 }
 
-pub fn read_json(path: &Path) -> serde_json::Value {
+fn read_json(path: &Path) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
 }
 
