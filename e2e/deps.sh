@@ -7,8 +7,10 @@ set -euo pipefail
 # etcd-server: etcd 3.4; golang-1.19-go, make, rsync, patch, xz-utils: to build
 # kube-apiserver/kube-controller-manager from Debian's source package (dpkg-dev
 # for apt-get source); golang-github-modern-go-reflect2-dev: a Go 1.18+-safe reflect2 for
-# the vendor tree (see cluster.sh); openssl, curl: PKI and health checks.
-PKGS=(faketime etcd-server golang-1.19-go golang-github-modern-go-reflect2-dev rsync dpkg-dev patch make xz-utils openssl curl ca-certificates)
+# the vendor tree (see cluster.sh); openssl, curl: PKI and health checks; umoci, skopeo: to build
+# flotilla's OCI image without a container daemon and copy it to a registry (image/build.sh);
+# ca-certificates: also the image's CA bundle.
+PKGS=(faketime etcd-server golang-1.19-go golang-github-modern-go-reflect2-dev rsync dpkg-dev patch make xz-utils openssl curl ca-certificates umoci skopeo)
 # The machine image ships a newer kubectl; Debian's (same 1.20) only as a fallback.
 if ! command -v kubectl >/dev/null; then PKGS+=(kubernetes-client); fi
 

@@ -20,4 +20,5 @@ pub mod selector;
 pub mod status;
 pub mod sync;
 pub mod telemetry;
+pub mod version;
 pub mod yaml_error;

@@ -9,7 +9,7 @@ mod cli;
 #[derive(Parser)]
 #[command(
     name = "flotilla",
-    version,
+    version = flotilla::version::VERSION_AND_COMMIT,
     about = "One namespaced Argo workflow-controller per opted-in namespace: stamped, kept in sync, reaped"
 )]
 struct Args {

@@ -31,6 +31,14 @@ pub struct ApiErrorLabels {
     pub verb: &'static str,
 }
 
+/// The labels of `flotilla_build_info`, whose value is always 1 (the usual `*_build_info`
+/// convention: a query joins on it to tell which build a replica runs).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: &'static str,
+    commit: &'static str,
+}
+
 pub struct Metrics {
     registry: Registry,
     /// Reconciles by result: `ok`, `error`, `render_failed`.
@@ -95,6 +103,18 @@ impl Default for Metrics {
             "is_leader",
             "1 while this replica holds the leader lease",
             metrics.is_leader.clone(),
+        );
+        let build_info = Family::<BuildLabels, Gauge>::default();
+        build_info
+            .get_or_create(&BuildLabels {
+                version: crate::version::VERSION,
+                commit: crate::version::COMMIT,
+            })
+            .set(1);
+        metrics.registry.register(
+            "build_info",
+            "The version and git commit of this binary (always 1)",
+            build_info,
         );
         metrics
     }
@@ -241,5 +261,17 @@ mod tests {
         ] {
             assert!(text.contains(line), "{line} missing in:\n{text}");
         }
+    }
+
+    #[test]
+    fn build_info_names_the_version_and_commit() {
+        let text = Metrics::default().encode();
+        let line = format!(
+            "flotilla_build_info{{version=\"{}\",commit=\"{}\"}} 1",
+            env!("CARGO_PKG_VERSION"),
+            env!("FLOTILLA_GIT_COMMIT")
+        );
+        assert!(text.contains(&line), "{line} missing in:\n{text}");
+        assert!(text.contains("# TYPE flotilla_build_info gauge"), "{text}");
     }
 }

@@ -161,11 +161,11 @@ impl Fleet {
         std::fs::remove_file(self.templates.join(file)).unwrap();
     }
 
-    /// Writes the config file for the current templates and values.
-    pub fn config_file(&self) -> PathBuf {
+    /// The config for the current templates and values, reading the templates from `templates`.
+    pub fn config(&self, templates: &Path) -> serde_json::Value {
         let mut config = serde_json::json!({
             "selector": format!("{}=on", self.label),
-            "templates": self.templates,
+            "templates": templates,
             "namespace": FLOTILLA_NAMESPACE,
             "instance": self.instance,
             "concurrency": 8,
@@ -174,6 +174,12 @@ impl Fleet {
         if let Some(map) = config.as_object_mut() {
             map.extend(self.settings.clone());
         }
+        config
+    }
+
+    /// Writes the config file for the current templates and values.
+    pub fn config_file(&self) -> PathBuf {
+        let config = self.config(&self.templates);
         // Written aside and renamed: a flotilla starting meanwhile (the CLI rewrites this file on
         // every call) must never read it half-written. An empty file is a valid all-defaults
         // config, which once had a restarted flotilla serve the wrong fleet.
@@ -628,6 +634,18 @@ subjects: [{{kind: ServiceAccount, name: flotilla-standby, namespace: {FLOTILLA_
     let kubeconfig = dir.join("standby.kubeconfig");
     kubeconfig_for("flotilla-standby", &kubeconfig);
     kubeconfig
+}
+
+/// The bearer token of a kubeconfig written by [`kubeconfig_for`] (flotilla's own, for
+/// `env().flotilla_kubeconfig`): what must never show up in a log.
+pub fn kubeconfig_token(kubeconfig: &Path) -> String {
+    let text = std::fs::read_to_string(kubeconfig).unwrap();
+    let parsed: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let token = parsed["users"][0]["user"]["token"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(token.len() > 20, "no token in {}", kubeconfig.display());
+    token.to_string()
 }
 
 // ---- Helpers of the security suite (e2e/tests/security/) that need the test binary's

@@ -22,6 +22,8 @@ pub fn run(config_path: &Path, args: &RunArgs) -> Result<(), CliError> {
         format!("{}-{}", host.trim(), std::process::id())
     });
     tracing::info!(
+        version = flotilla::version::VERSION,
+        commit = flotilla::version::COMMIT,
         selector = %config.selector_text,
         instance = %config.instance,
         templates = %config.templates_dir.display(),

@@ -117,18 +117,6 @@ fn every_line_is_structured(text: &str) {
     }
 }
 
-/// The bearer token of a kubeconfig written by [`kubeconfig_for`] (flotilla's own, for
-/// `env().flotilla_kubeconfig`): what must never show up in a log.
-fn kubeconfig_token(kubeconfig: &Path) -> String {
-    let text = std::fs::read_to_string(kubeconfig).unwrap();
-    let parsed: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let token = parsed["users"][0]["user"]["token"]
-        .as_str()
-        .unwrap_or_default();
-    assert!(token.len() > 20, "no token in {}", kubeconfig.display());
-    token.to_string()
-}
-
 /// Neither flotilla's token nor its signature part, nor texts that only appear inside the
 /// stamped objects.
 fn no_token_and_no_object_bodies(text: &str) {
