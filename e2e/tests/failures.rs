@@ -180,7 +180,9 @@ async fn an_object_created_while_flotilla_decides_the_name_is_free_is_never_modi
     }
     let flotilla = fleet.start();
     flotilla.wait_log("initial sync complete").await;
-    // The opt-in and their own object of a rendered name, at once, in every namespace.
+    // The opt-in, then their own object of a rendered name a moment later (0 to 390 ms, a
+    // different moment in each namespace): some land while flotilla is stamping the namespace,
+    // after it saw the name free and before it reached that object.
     let theirs = |ns: &str| ConfigMap {
         metadata: ObjectMeta {
             name: Some("workflow-controller-configmap".into()),
@@ -193,15 +195,13 @@ async fn an_object_created_while_flotilla_decides_the_name_is_free_is_never_modi
         )])),
         ..ConfigMap::default()
     };
-    let races = names.iter().map(|ns| {
+    let races = names.iter().enumerate().map(|(i, ns)| {
         let (client, fleet, object) = (client.clone(), &fleet, theirs(ns));
         async move {
             let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-            let params = PostParams::default();
-            let (_, created) = tokio::join!(
-                fleet.set_opt_in(&client, ns, Some("on")),
-                cms.create(&params, &object)
-            );
+            fleet.set_opt_in(&client, ns, Some("on")).await;
+            tokio::time::sleep(Duration::from_millis(10 * i as u64)).await;
+            let created = cms.create(&PostParams::default(), &object).await;
             (ns.clone(), created.ok())
         }
     });
