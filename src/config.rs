@@ -87,11 +87,13 @@ mod defaults {
     pub fn concurrency() -> u16 {
         16
     }
+    /// Between a single controller's (client-go 5/10, controller-runtime and Argo's own
+    /// controller 20/30) and the work of every namespace's controller (README, "Operations").
     pub fn api_qps() -> u32 {
-        1000
+        100
     }
     pub fn api_burst() -> u32 {
-        2000
+        200
     }
     pub fn resync_seconds() -> u64 {
         600

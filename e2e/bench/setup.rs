@@ -95,6 +95,9 @@ impl Bench {
             "namespace": cluster::FLOTILLA_NAMESPACE,
             "instance": INSTANCE,
             "resyncSeconds": RESYNC_SECONDS,
+            // Above the defaults: the bench measures the API server's limit, not flotilla's.
+            "apiQps": 1000,
+            "apiBurst": 2000,
             "degradedAfterSeconds": DEGRADED_AFTER_SECONDS,
             "leaderElection": {"enabled": true},
             "values": values,

@@ -18,7 +18,7 @@ fn defaults_apply_to_an_empty_file() {
     assert_eq!(config.namespace, "flotilla-system");
     assert_eq!(config.instance, "flotilla");
     assert_eq!(config.concurrency, 16);
-    assert_eq!((config.api_qps, config.api_burst), (1000, 2000));
+    assert_eq!((config.api_qps, config.api_burst), (100, 200));
     assert!(config.templates_dir.ends_with("templates"));
 }
 

@@ -5,6 +5,7 @@ pub mod events;
 mod execute;
 mod index;
 mod memory;
+mod names;
 mod queue;
 mod reconcile;
 mod report;

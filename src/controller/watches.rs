@@ -7,14 +7,14 @@
 
 use super::index::{Bookkeeper, KindIndex};
 use super::memory::Memory;
+use super::names::NameWatches;
 use super::queue::WorkQueue;
-use super::taken::Taken;
 use crate::kinds::Kind;
 use crate::object::{ObjectKey, Watched};
 use crate::ownership;
 use crate::plan;
 use crate::status::NamespaceWorker;
-use crate::sync::{lock, read, write};
+use crate::sync::{read, write};
 use crate::telemetry::Metrics;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Namespace;
@@ -23,17 +23,17 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource, ResourceExt};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 /// `Api<PartialObjectMeta<_>>` makes metadata-only requests.
-type StampedMeta = PartialObjectMeta<DynamicObject>;
+pub(super) type StampedMeta = PartialObjectMeta<DynamicObject>;
 
 /// What a watch keeps, shared between it (the only writer) and the workers.
-struct Shared<B> {
+pub(super) struct Shared<B> {
     book: Arc<RwLock<B>>,
     ready: watch::Receiver<bool>,
 }
@@ -48,7 +48,7 @@ impl<B> Clone for Shared<B> {
 }
 
 impl<B> Shared<B> {
-    fn read(&self) -> RwLockReadGuard<'_, B> {
+    pub(super) fn read(&self) -> RwLockReadGuard<'_, B> {
         read(&self.book)
     }
 }
@@ -56,7 +56,7 @@ impl<B> Shared<B> {
 /// Where what the watches see goes: the namespaces to reconcile, and the count of failed
 /// requests (a watch retries by itself; its failures are still counted).
 #[derive(Clone)]
-struct Feed {
+pub(super) struct Feed {
     queue: Arc<WorkQueue>,
     metrics: Arc<Metrics>,
 }
@@ -66,57 +66,6 @@ impl Feed {
         self.metrics.watch_error(error);
         tracing::warn!(watch = %what, error = %error, "watch error; retrying");
     }
-}
-
-/// Distinct names watched for objects flotilla did not stamp. Templates that put the namespace
-/// into a name would need one watch per namespace: past this many, objects are read instead.
-const MAX_NAME_WATCHES: usize = 64;
-
-/// Per rendered kind and name, a watch across the cluster on the objects of that name that do
-/// not carry this instance's label. Started on first use, so only names the templates render
-/// are watched, and it streams next to nothing: objects flotilla stamps are not in it.
-struct NameWatches {
-    client: Client,
-    selector: String,
-    feed: Feed,
-    watches: Mutex<HashMap<(Kind, String), Shared<Taken>>>,
-}
-
-impl NameWatches {
-    /// Whether the name of `key` is taken by something flotilla did not stamp; `None` while
-    /// that is not known (its watch has just been started, or too many names are watched).
-    fn taken(&self, key: &ObjectKey) -> Option<bool> {
-        let mut watches = lock(&self.watches);
-        let id = (key.kind, key.name.clone());
-        let shared = watch_of(&mut watches, id, || self.start(key))?;
-        shared.read().in_namespace(&key.namespace)
-    }
-
-    fn start(&self, key: &ObjectKey) -> Shared<Taken> {
-        let api = Api::<StampedMeta>::all_with(self.client.clone(), &key.kind.api_resource());
-        let config = watch_config()
-            .labels(&self.selector)
-            .fields(&format!("metadata.name={}", key.name));
-        let what = format!("{} named {}", key.kind.name(), key.name);
-        let events = watcher::watcher(api, config);
-        spawn_kept(what, events, Taken::default(), self.feed.clone()).0
-    }
-}
-
-/// The watch of `id` if one runs; if not, starts one with `start` (while fewer than
-/// `MAX_NAME_WATCHES` run) to answer from next time.
-fn watch_of<W>(
-    watches: &mut HashMap<(Kind, String), W>,
-    id: (Kind, String),
-    start: impl FnOnce() -> W,
-) -> Option<&W> {
-    if watches.contains_key(&id) {
-        return watches.get(&id);
-    }
-    if watches.len() < MAX_NAME_WATCHES {
-        watches.insert(id, start());
-    }
-    None
 }
 
 #[derive(Clone)]
@@ -266,7 +215,7 @@ impl Stores {
 
 /// Watches end server-side after a minute and are resumed: a watch that went silent (say, opened
 /// against an API server that was just restarting) is replaced within a minute, not five.
-fn watch_config() -> watcher::Config {
+pub(super) fn watch_config() -> watcher::Config {
     watcher::Config::default().timeout(60)
 }
 
@@ -325,7 +274,7 @@ where
 }
 
 /// A metadata watch into its bookkeeping; every namespace a change concerns is queued.
-fn spawn_kept<B: Bookkeeper + Send + Sync + 'static>(
+pub(super) fn spawn_kept<B: Bookkeeper + Send + Sync + 'static>(
     what: String,
     events: impl Stream<Item = watcher::Result<Event<StampedMeta>>> + Send + 'static,
     book: B,
@@ -368,35 +317,4 @@ fn spawn_kept<B: Bookkeeper + Send + Sync + 'static>(
         }
     });
     (shared, task)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_name_is_watched_from_its_second_use_and_none_past_the_cap() {
-        let mut watches = HashMap::new();
-        let name = |i: usize| (Kind::ConfigMap, format!("cm-{i}"));
-        for i in 0..MAX_NAME_WATCHES {
-            assert_eq!(
-                watch_of(&mut watches, name(i), || i),
-                None,
-                "first use of {i}"
-            );
-        }
-        assert_eq!(
-            watch_of(&mut watches, name(3), || panic!("started twice")),
-            Some(&3)
-        );
-        // Past the cap nothing is started: objects of that name are read instead.
-        let past = (Kind::ConfigMap, "one-too-many".to_string());
-        let started = watch_of(&mut watches, past.clone(), || panic!("past the cap"));
-        assert_eq!(started, None);
-        assert_eq!(
-            watch_of(&mut watches, past, || panic!("past the cap")),
-            None
-        );
-        assert_eq!(watches.len(), MAX_NAME_WATCHES);
-    }
 }
