@@ -4,8 +4,7 @@
 //! apart.
 
 use crate::harness::*;
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, Patch, PatchParams};
+use k8s_openapi::jiff::Timestamp;
 use std::time::{Duration, Instant};
 
 async fn wait_leads(replica: &Flotilla, what: &str, within: Duration) -> Duration {
@@ -17,45 +16,34 @@ async fn wait_leads(replica: &Flotilla, what: &str, within: Duration) -> Duratio
     started.elapsed()
 }
 
-/// Edits the stamped ConfigMap as a tenant would; flotilla (whoever leads) reverts it.
-async fn edit_config_map(client: &kube::Client, namespace: &str, value: &str) {
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-    let edit = serde_json::json!({"data": {"parallelism": value}});
-    cms.patch(
-        "workflow-controller-configmap",
-        &PatchParams::default(),
-        &Patch::Merge(edit),
-    )
-    .await
-    .unwrap();
-}
-
-async fn wait_reverted(client: &kube::Client, fleet: &Fleet, namespace: &str) {
-    let want = fleet
-        .render(namespace, &[])
+/// When the first successful write of the Lease by `username` in `audit` was received.
+fn acquired_at(audit: &AuditWindow, username: &str, lease: &str) -> Option<Timestamp> {
+    audit
+        .requests(username, Some(&format!("/leases/{lease}")))
         .into_iter()
-        .find(|o| o["metadata"]["name"] == "workflow-controller-configmap")
-        .unwrap()["data"]["parallelism"]
-        .clone();
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-    eventually("the edited ConfigMap reverted", || async {
-        let live = cms.get("workflow-controller-configmap").await.ok()?;
-        (serde_json::json!(live.data?.get("parallelism")) == want).then_some(())
-    })
-    .await;
+        .filter(|e| crate::audit::is_write(e) && e["responseStatus"]["code"] == 200)
+        .filter_map(|e| e["requestReceivedTimestamp"].as_str()?.parse().ok())
+        .min()
 }
 
 #[tokio::test]
 async fn a_leader_frozen_past_its_lease_writes_nothing_once_it_wakes() {
     let client = admin().await;
-    let fleet = Fleet::new("frozen").with(
-        "leaderElection",
-        serde_json::json!({"leaseDurationSeconds": 4}),
-    );
+    // A slow leader (5 requests a second): when it freezes, it is in the middle of stamping
+    // namespaces, with writes waiting for the rate limit.
+    let fleet = Fleet::new("frozen")
+        .with(
+            "leaderElection",
+            serde_json::json!({"leaseDurationSeconds": 4}),
+        )
+        .with("apiQps", 5.into())
+        .with("apiBurst", 5.into());
     let dir = tempfile::tempdir().unwrap();
     let standby_config = standby_kubeconfig(dir.path());
-    let ns = "frozen-a";
-    fleet.namespace(&client, ns, true).await;
+    let names: Vec<String> = (0..6).map(|i| format!("frozen-{i}")).collect();
+    for name in &names {
+        fleet.namespace(&client, name, false).await;
+    }
     let leader = fleet.start_as("leader", &env().flotilla_kubeconfig);
     wait_leads(
         &leader,
@@ -63,11 +51,14 @@ async fn a_leader_frozen_past_its_lease_writes_nothing_once_it_wakes() {
         Duration::from_secs(30),
     )
     .await;
-    fleet.wait_stamped(&client, ns).await;
     let standby = fleet.start_as("standby", &standby_config);
     standby.wait_log("caches synced").await;
 
     let audit = AuditWindow::open();
+    for name in &names {
+        fleet.set_opt_in(&client, name, Some("on")).await;
+    }
+    leader.wait_log("created").await;
     leader.signal("STOP");
     let takeover = wait_leads(
         &standby,
@@ -75,44 +66,59 @@ async fn a_leader_frozen_past_its_lease_writes_nothing_once_it_wakes() {
         Duration::from_secs(20),
     )
     .await;
-    println!("leader frozen: the standby leads after {takeover:?}");
-    // Work for the old leader to find when it wakes: an edit the new leader reverts.
-    edit_config_map(&client, ns, "7").await;
-    wait_reverted(&client, &fleet, ns).await;
+    println!("leader frozen mid-work: the standby leads after {takeover:?}");
     leader.signal("CONT");
-    // Its watches deliver the edit and the revert, its reconciles resume where they stopped,
-    // its Lease round runs late: everything that once made it write.
-    tokio::time::sleep(Duration::from_secs(6)).await;
+    // Its reconciles resume where they stopped, its throttled writes come due, its watches
+    // deliver what the new leader did, its Lease round runs late: all that once made it write.
+    tokio::time::sleep(Duration::from_secs(8)).await;
     assert!(standby.leads().await, "the standby must still lead");
     assert!(
         !leader.leads().await,
         "the old leader must know it does not lead"
     );
+    for name in &names {
+        fleet.wait_stamped(&client, name).await;
+    }
 
-    // The window holds both replicas' requests: the new leader's revert, the old one's reads of
-    // the Lease after it woke.
-    let revert = audit.writes_in(STANDBY_USER, ns);
-    let woke = audit.lease_reads(FLOTILLA_USER, &fleet.instance);
-    assert!(revert > 0, "no write by the new leader in {ns}");
+    // Every write the old leader made after the new one took the Lease: none. The window holds
+    // both replicas' requests: the new leader's takeover, the old one's Lease reads after waking.
+    let lease = &fleet.instance;
+    let taken = acquired_at(&audit, STANDBY_USER, lease).expect("the standby's takeover is logged");
+    let woke = audit.lease_reads(FLOTILLA_USER, lease);
     assert!(woke > 0, "no Lease read by the old leader after it woke");
-    let writes = audit.writes(FLOTILLA_USER);
-    println!(
-        "old leader after waking: {} writes, {woke} Lease reads; new leader: {revert} writes in {ns}",
-        writes.len()
-    );
-    assert!(writes.is_empty(), "the old leader wrote: {writes:#?}");
-    // Nor did it win the Lease back while the standby lived (a Lease write that succeeded).
-    let lease = format!("/leases/{}", fleet.instance);
-    let taken_back: Vec<_> = audit
-        .requests(FLOTILLA_USER, Some(&lease))
+    let late: Vec<String> = audit
+        .requests(FLOTILLA_USER, None)
         .into_iter()
-        .filter(|e| crate::audit::is_write(e) && e["responseStatus"]["code"] == 200)
+        .filter(|e| crate::audit::is_write(e) && e["objectRef"]["resource"] != "leases")
+        .filter(|e| {
+            let at: Option<Timestamp> = e["requestReceivedTimestamp"]
+                .as_str()
+                .and_then(|t| t.parse().ok());
+            at.is_some_and(|at| at >= taken)
+        })
+        .map(|e| {
+            format!(
+                "{} {} {}",
+                e["verb"], e["requestURI"], e["responseStatus"]["code"]
+            )
+        })
         .collect();
-    assert!(
-        taken_back.is_empty(),
-        "the old leader renewed: {taken_back:#?}"
+    let before = audit.writes(FLOTILLA_USER).len() - late.len();
+    println!(
+        "old leader: {before} writes before the takeover, {} after it; {woke} Lease reads after waking",
+        late.len()
     );
-    delete_namespaces(&client, &[ns]).await;
+    assert!(before > 0, "the old leader was not writing when it froze");
+    assert!(
+        late.is_empty(),
+        "the old leader wrote while the standby led: {late:#?}"
+    );
+    // Nor did it win the Lease back.
+    assert_eq!(
+        acquired_at(&audit, FLOTILLA_USER, lease).filter(|t| *t > taken),
+        None
+    );
+    delete_namespaces(&client, &names).await;
 }
 
 #[tokio::test]
