@@ -14,6 +14,7 @@
 //! - `policy.rs`: templates asking for what flotilla must not stamp, a namespace whose first
 //!   render fails that way, overrides beyond the declared keys and bounds.
 //! - `credentials.rs`: what flotilla's own token is refused, and the Roles it stamps.
+//! - `writes.rs`: its token writes only the names the templates render, nowhere else.
 //! - `logs.rs`: structured logs without tokens or object bodies.
 //! - `tenants.rs`: a namespace owner cannot make flotilla act outside their namespace.
 //! - `helpers.rs`: what they share.
@@ -25,6 +26,7 @@ mod offline;
 mod policy;
 mod templates;
 mod tenants;
+mod writes;
 
 // ---- Offline input checks: the binary without a cluster (offline.rs). ----
 
@@ -72,6 +74,11 @@ async fn overrides_beyond_the_declared_keys_and_bounds_change_nothing() {
 #[tokio::test]
 async fn flotillas_own_credentials_are_refused_what_it_must_not_do() {
     credentials::flotillas_own_credentials_are_refused_what_it_must_not_do().await;
+}
+
+#[tokio::test]
+async fn flotillas_token_writes_only_the_names_its_templates_render() {
+    writes::flotillas_token_writes_only_the_names_its_templates_render().await;
 }
 
 #[tokio::test]
