@@ -72,6 +72,10 @@ pub enum RenderProblem {
         "is flotilla's own namespace, which holds its credentials; flotilla stamps nothing for it"
     )]
     OwnNamespace,
+    #[error(
+        "is a namespace Kubernetes keeps for itself; flotilla stamps nothing there, even when the selector matches, unless the config names it in policy.allowNamespaces"
+    )]
+    ReservedNamespace,
     /// Found by `flotilla check` and `flotilla rbac` (`crate::rbac`): the template names its
     /// object differently for two sample namespaces (each given with the object). Boxed, as
     /// `Policy` is.
@@ -173,6 +177,10 @@ mod tests {
             (
                 RenderProblem::OwnNamespace,
                 "is flotilla's own namespace, which holds its credentials; flotilla stamps nothing for it".into(),
+            ),
+            (
+                RenderProblem::ReservedNamespace,
+                "is a namespace Kubernetes keeps for itself; flotilla stamps nothing there, even when the selector matches, unless the config names it in policy.allowNamespaces".into(),
             ),
             (
                 RenderProblem::NameFromNamespace(Box::new([

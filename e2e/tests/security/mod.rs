@@ -12,7 +12,8 @@
 //! - `templates.rs`: on a live fleet, a template that breaks for each namespace in its own way;
 //!   long names and control characters.
 //! - `policy.rs`: templates asking for what flotilla must not stamp, a namespace whose first
-//!   render fails that way, overrides beyond the declared keys and bounds.
+//!   render fails that way, a reserved namespace the selector matches, overrides beyond the
+//!   declared keys and bounds.
 //! - `credentials.rs`: what flotilla's own token is refused, and the Roles it stamps.
 //! - `writes.rs`: its token writes only the names the templates render, nowhere else.
 //! - `logs.rs`: structured logs without tokens or object bodies.
@@ -62,6 +63,11 @@ async fn policy_refuses_cluster_scoped_unlisted_and_misplaced_objects() {
 #[tokio::test]
 async fn a_namespace_whose_first_render_fails_shows_why_and_gets_nothing() {
     policy::a_namespace_whose_first_render_fails_shows_why_and_gets_nothing().await;
+}
+
+#[tokio::test]
+async fn a_reserved_namespace_is_no_target_even_when_the_selector_matches() {
+    policy::a_reserved_namespace_is_no_target_even_when_the_selector_matches().await;
 }
 
 #[tokio::test]
