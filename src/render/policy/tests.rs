@@ -507,7 +507,7 @@ fn role(name: &str) -> Value {
 }
 
 #[test]
-fn a_deployment_runs_as_a_service_account_of_the_same_render() {
+fn a_deployment_runs_as_and_a_binding_binds_what_the_same_render_stamps() {
     let subjects = json!([{"kind": "ServiceAccount", "name": "argo"}]);
     let passing = vec![
         account("argo", None),
