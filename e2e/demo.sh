@@ -41,9 +41,9 @@ token=$(kubectl -n flotilla-system get secret "$secret" -o 'go-template={{.data.
 SA_KUBECONFIG=$STATE/flotilla.kubeconfig
 cp "$KUBECONFIG" "$SA_KUBECONFIG"
 kubectl --kubeconfig "$SA_KUBECONFIG" config set-credentials admin --token="$token" >/dev/null
-for check in "list namespaces" "patch deployments -n $NS" "get secrets -n $NS" "create clusterroles"; do
+for check in "list namespaces" "patch deployments/workflow-controller -n $NS" "patch deployments/coredns -n kube-system" "get secrets -n $NS" "create clusterroles"; do
   # shellcheck disable=SC2086 # the check is several words on purpose
-  printf 'flotilla can %-32s %s\n' "$check:" "$(kubectl --kubeconfig "$SA_KUBECONFIG" auth can-i $check 2>/dev/null || true)"
+  printf 'flotilla can %-50s %s\n' "$check:" "$(kubectl --kubeconfig "$SA_KUBECONFIG" auth can-i $check 2>/dev/null || true)"
 done
 
 step "Starting flotilla run (log: $LOG)"

@@ -44,6 +44,70 @@ struct ConfigFile {
     overrides: BTreeMap<String, OverrideSpec>,
     #[serde(default)]
     leader_election: LeaderElection,
+    #[serde(default)]
+    policy: PolicyFile,
+}
+
+/// What a template may ask for beyond flotilla's fixed rules (`render::policy`), and which
+/// reserved namespaces may be targets.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct PolicyFile {
+    #[serde(default = "defaults::allow_service_types")]
+    allow_service_types: Vec<ServiceType>,
+    #[serde(default)]
+    allow_namespaces: Vec<String>,
+}
+
+impl Default for PolicyFile {
+    fn default() -> Self {
+        PolicyFile {
+            allow_service_types: defaults::allow_service_types(),
+            allow_namespaces: Vec::new(),
+        }
+    }
+}
+
+/// The types a Service may have (`spec.type`), as Kubernetes spells them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum ServiceType {
+    ClusterIP,
+    NodePort,
+    LoadBalancer,
+    ExternalName,
+}
+
+impl ServiceType {
+    pub fn name(self) -> &'static str {
+        match self {
+            ServiceType::ClusterIP => "ClusterIP",
+            ServiceType::NodePort => "NodePort",
+            ServiceType::LoadBalancer => "LoadBalancer",
+            ServiceType::ExternalName => "ExternalName",
+        }
+    }
+}
+
+/// Namespaces Kubernetes keeps for itself: never a target, even when the selector matches,
+/// unless `policy.allowNamespaces` names them.
+pub const RESERVED_NAMESPACES: [&str; 3] = ["kube-system", "kube-public", "kube-node-lease"];
+
+/// The validated `policy`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Policy {
+    /// The Service types a template may stamp (default: ClusterIP only).
+    pub allow_service_types: Vec<ServiceType>,
+    /// The reserved namespaces that may be targets all the same.
+    pub allow_namespaces: Vec<String>,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            allow_service_types: defaults::allow_service_types(),
+            allow_namespaces: Vec::new(),
+        }
+    }
 }
 
 /// Lease-based leader election among replicas (the Lease is named after `instance` and lives in
@@ -107,6 +171,9 @@ mod defaults {
     pub fn lease_duration_seconds() -> u64 {
         10
     }
+    pub fn allow_service_types() -> Vec<super::ServiceType> {
+        vec![super::ServiceType::ClusterIP]
+    }
 }
 
 /// The validated configuration.
@@ -137,6 +204,7 @@ pub struct Config {
     /// The values a Namespace may override for itself, by annotation.
     pub overrides: Vec<Override>,
     pub leader_election: LeaderElection,
+    pub policy: Policy,
 }
 
 impl Config {
@@ -219,6 +287,18 @@ impl ConfigFile {
             })?;
             overrides.push(declaration);
         }
+        for name in &self.policy.allow_namespaces {
+            let key = "policy.allowNamespaces";
+            if *name == self.namespace {
+                return Err(refused(
+                    key,
+                    ConfigProblem::OwnNamespaceAllowed(name.clone()),
+                ));
+            }
+            if !RESERVED_NAMESPACES.contains(&name.as_str()) {
+                return Err(refused(key, ConfigProblem::NotReserved(name.clone())));
+            }
+        }
         let templates_dir = dir.join(&self.templates);
         if !templates_dir.is_dir() {
             return Err(refused(
@@ -241,6 +321,10 @@ impl ConfigFile {
             values: self.values,
             overrides,
             leader_election: self.leader_election,
+            policy: Policy {
+                allow_service_types: self.policy.allow_service_types,
+                allow_namespaces: self.policy.allow_namespaces,
+            },
         })
     }
 }

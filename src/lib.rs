@@ -15,6 +15,7 @@ pub mod object;
 pub mod overrides;
 pub mod ownership;
 pub mod plan;
+pub mod rbac;
 pub mod render;
 pub mod selector;
 pub mod status;

@@ -46,6 +46,11 @@ enum Command {
     /// Validate the config and templates offline; report every problem with file and line.
     #[command(after_help = "Example:\n  flotilla check --config flotilla.yaml")]
     Check,
+    /// Print the ClusterRole that lets flotilla write exactly what its templates render, by name.
+    #[command(
+        after_help = "Example:\n  flotilla rbac --config flotilla.yaml > manifests/generated/clusterrole-stamp.yaml"
+    )]
+    Rbac,
     /// Show the fleet: one line per NamespaceWorker.
     #[command(after_help = "Examples:\n  flotilla status\n  flotilla status -o json")]
     Status(cli::status::StatusArgs),
@@ -75,6 +80,7 @@ fn main() -> ExitCode {
             }
         }),
         Command::Check => cli::check::check(&args.config).map(|()| ExitCode::SUCCESS),
+        Command::Rbac => cli::rbac::rbac(&args.config).map(|()| ExitCode::SUCCESS),
         Command::Status(status) => {
             cli::status::status(&args.config, &status).map(|()| ExitCode::SUCCESS)
         }

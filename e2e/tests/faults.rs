@@ -27,6 +27,8 @@ async fn namespaces_deleted_or_unlabelled_while_flotilla_was_down_are_reaped_on_
     let fleet = Fleet::new("downtime");
     // Objects in flotilla's own namespace: only flotilla can clean those up.
     fleet.add_template("outside.yaml", OUTSIDE_TEMPLATE);
+    // Its names depend on the namespace: an admin grants what they cost.
+    let _grant = outside_grant();
     let deleted: Vec<String> = (0..20).map(|i| format!("downtime-del-{i:02}")).collect();
     let unlabelled: Vec<String> = (0..20).map(|i| format!("downtime-off-{i:02}")).collect();
     let kept = "downtime-kept".to_string();

@@ -570,6 +570,118 @@ data:
   namespace: {{ namespace.name }}
 "#;
 
+/// What an admin grants flotilla for [`OUTSIDE_TEMPLATE`], whose name is composed from the
+/// namespace name and so cannot be listed in the generated ClusterRole: every ConfigMap in
+/// flotilla's own namespace (README, Security, says what that costs).
+pub fn outside_grant() -> Grant {
+    Grant::open_in("outside", Kind::ConfigMap, FLOTILLA_NAMESPACE)
+}
+
+/// What an admin adds to flotilla's RBAC for a template beyond the repository's, whose names the
+/// generated ClusterRole `flotilla-stamp` does not list: create, patch and delete, for
+/// flotilla's ServiceAccount. Revoked when dropped, so that every other test sees flotilla's
+/// token as `manifests/` makes it.
+pub struct Grant {
+    file: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Grant {
+    /// Of the objects of `kind` named `names`, in every namespace: a ClusterRole and its
+    /// binding, as for a fixed name (the generated ClusterRole's own way).
+    pub fn names(id: &str, kind: Kind, names: &[&str]) -> Grant {
+        Grant::apply(id, kind, None, Some(names))
+    }
+
+    /// Of every object of `kind` in `namespace`: a Role and its binding there, what a name
+    /// composed from the namespace name costs.
+    pub fn open_in(id: &str, kind: Kind, namespace: &str) -> Grant {
+        Grant::apply(id, kind, Some(namespace), None)
+    }
+
+    fn apply(id: &str, kind: Kind, namespace: Option<&str>, names: Option<&[&str]>) -> Grant {
+        let resource = kind.api_resource();
+        let name = format!("e2e-grant-{id}");
+        let (role, binding, placed) = match namespace {
+            Some(ns) => ("Role", "RoleBinding", format!(", namespace: {ns}")),
+            None => ("ClusterRole", "ClusterRoleBinding", String::new()),
+        };
+        let resource_names = names
+            .map(|n| format!("resourceNames: {}", serde_json::to_string(n).unwrap()))
+            .unwrap_or_default();
+        let manifest = format!(
+            r#"apiVersion: rbac.authorization.k8s.io/v1
+kind: {role}
+metadata: {{name: {name}{placed}}}
+rules:
+  - apiGroups: ["{group}"]
+    resources: [{plural}]
+    verbs: [create, patch, delete]
+    {resource_names}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: {binding}
+metadata: {{name: {name}{placed}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: {role}, name: {name}}}
+subjects: [{{kind: ServiceAccount, name: flotilla, namespace: {FLOTILLA_NAMESPACE}}}]
+"#,
+            group = resource.group,
+            plural = resource.plural,
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("grant.yaml");
+        std::fs::write(&file, manifest).unwrap();
+        kubectl(
+            &env().admin_kubeconfig,
+            &["apply", "-f", file.to_str().unwrap()],
+        );
+        // In force once the API server's RBAC cache has it, a moment after the write.
+        let probe = names
+            .and_then(|n| n.first().copied())
+            .unwrap_or("e2e-grant-probe");
+        let target = format!("{}/{probe}", resource.plural);
+        let start = Instant::now();
+        while !can_i(
+            FLOTILLA_USER,
+            "patch",
+            &target,
+            namespace.unwrap_or("default"),
+        ) {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "{name} not in force"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Grant { file, _dir: dir }
+    }
+}
+
+impl Drop for Grant {
+    fn drop(&mut self) {
+        // Not `kubectl()`: a failure here must not panic again during a test's panic.
+        let _ = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&env().admin_kubeconfig)
+            .args(["delete", "--ignore-not-found", "-f"])
+            .arg(&self.file)
+            .output();
+    }
+}
+
+/// Whether `user` may `verb` the `resource` (`configmaps/name`) in `namespace`, as the API
+/// server answers the admin impersonating them.
+pub fn can_i(user: &str, verb: &str, resource: &str, namespace: &str) -> bool {
+    Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&env().admin_kubeconfig)
+        .args([
+            "auth", "can-i", verb, resource, "-n", namespace, "--as", user,
+        ])
+        .output()
+        .is_ok_and(|out| out.status.success())
+}
+
 /// Edits the stamped controller's image as a tenant's `kubectl edit` would (a plain patch
 /// under another field manager).
 pub async fn tamper_image(client: &Client, namespace: &str, image: &str) {
@@ -616,6 +728,12 @@ apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
 metadata: {{name: flotilla-standby}}
 roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: flotilla}}
+subjects: [{{kind: ServiceAccount, name: flotilla-standby, namespace: {FLOTILLA_NAMESPACE}}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {{name: flotilla-standby-stamp}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: flotilla-stamp}}
 subjects: [{{kind: ServiceAccount, name: flotilla-standby, namespace: {FLOTILLA_NAMESPACE}}}]
 ---
 apiVersion: rbac.authorization.k8s.io/v1

@@ -168,6 +168,8 @@ async fn run_case(seed: u64, steps: usize) {
     // Names of their own per case: a case never sees the namespaces of the one before.
     let mut fleet = Fleet::new(&format!("model{:06x}", rng.next(1 << 24)));
     fleet.add_template("outside.yaml", OUTSIDE_TEMPLATE);
+    // Its names depend on the namespace: an admin grants what they cost.
+    let _grant = outside_grant();
     let names: Vec<String> = (0..NAMESPACES)
         .map(|i| format!("{}-{i}", fleet.instance))
         .collect();

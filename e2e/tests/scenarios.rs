@@ -1,6 +1,7 @@
 //! The behaviours a cluster admin relies on, each against the real control plane.
 
 use crate::harness::*;
+use flotilla::kinds::Kind;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding};
@@ -151,6 +152,8 @@ async fn deleting_the_namespace_reaps_everything_also_outside_it() {
     let client = admin().await;
     let fleet = Fleet::new("nsdelete");
     fleet.add_template("outside.yaml", OUTSIDE_TEMPLATE);
+    // Its names depend on the namespace: an admin grants what they cost.
+    let _grant = outside_grant();
     let _flotilla = fleet.start();
     fleet.namespace(&client, "nsdelete-a", true).await;
     let stamped = fleet.wait_stamped(&client, "nsdelete-a").await;
@@ -442,6 +445,8 @@ async fn an_injection_payload_in_an_annotation_adds_no_objects_or_fields() {
     let client = admin().await;
     let fleet = Fleet::new("inject");
     fleet.add_template("note.yaml", NOTE);
+    // Not among the repository's templates: an admin grants its name.
+    let _grant = Grant::names("team-note", Kind::ConfigMap, &["team-note"]);
     let _flotilla = fleet.start();
     let payload = "x\"\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: inject-pwned\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}\nsubjects: [{kind: Group, name: system:authenticated, apiGroup: rbac.authorization.k8s.io}]\n{{ values }} {% raw %}\nextra: field";
     let labels = BTreeMap::from([(fleet.label.clone(), "on".to_string())]);

@@ -1,9 +1,9 @@
 //! `flotilla check`: validates the config and templates offline, reporting every problem at
 //! once, each with its file and line.
 
-use super::CliError;
+use super::{CliError, with_full_path};
 use flotilla::config::Config;
-use flotilla::render::{self, NamespaceInput, Renderer};
+use flotilla::render::{self, Renderer};
 use std::path::Path;
 
 pub fn check(config_path: &Path) -> Result<(), CliError> {
@@ -26,13 +26,10 @@ pub fn check(config_path: &Path) -> Result<(), CliError> {
             (renderer, errors.0)
         }
     };
-    let sample = NamespaceInput {
-        name: "flotilla-check".into(),
-        labels: flotilla::selector::required_labels(&config.selector),
-        annotations: Default::default(),
-    };
-    let objects = match renderer.render(&sample) {
-        Ok(objects) => objects.len(),
+    // Rendered for two sample namespaces: a name that differs between them cannot be listed in
+    // the ClusterRole (`flotilla rbac`), and is a problem too.
+    let objects = match flotilla::rbac::templated_names(&renderer, &config) {
+        Ok(names) => names.objects,
         Err(errors) => {
             problems.extend(errors.0);
             0
@@ -54,13 +51,4 @@ pub fn check(config_path: &Path) -> Result<(), CliError> {
         "{count} problem(s) in {}",
         config.templates_dir.display()
     )))
-}
-
-/// Template problems carry the file name; show it as a path a terminal can open.
-fn with_full_path(config: &Config, mut problem: render::RenderError) -> render::RenderError {
-    let path = config.templates_dir.join(&problem.origin);
-    if path.is_file() {
-        problem.origin = path.display().to_string();
-    }
-    problem
 }

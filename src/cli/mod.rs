@@ -4,12 +4,13 @@ pub mod check;
 pub mod crd;
 pub mod diff;
 mod live;
+pub mod rbac;
 pub mod render;
 pub mod run;
 pub mod status;
 
 use flotilla::config::Config;
-use flotilla::render::Renderer;
+use flotilla::render::{RenderError, Renderer};
 use std::path::Path;
 
 /// An error at the binary's edge. Every failure exits with code 2, as `kubectl diff` does, since
@@ -38,6 +39,15 @@ pub fn load(config_path: &Path) -> Result<(Config, Renderer), CliError> {
         ))
     })?;
     Ok((config, renderer))
+}
+
+/// Template problems carry the file name; show it as a path a terminal can open.
+pub fn with_full_path(config: &Config, mut problem: RenderError) -> RenderError {
+    let path = config.templates_dir.join(&problem.origin);
+    if path.is_file() {
+        problem.origin = path.display().to_string();
+    }
+    problem
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]

@@ -90,6 +90,13 @@ pub enum ConfigProblem {
     Override(OverrideError),
     #[error("{} is not a directory", .0.display())]
     NotADirectory(PathBuf),
+    #[error("{0:?} is flotilla's own namespace, which holds its credentials: it is never a target")]
+    OwnNamespaceAllowed(String),
+    #[error(
+        "{0:?} is not a reserved namespace ({reserved}): a namespace the selector matches is a target already",
+        reserved = crate::config::RESERVED_NAMESPACES.join(", ")
+    )]
+    NotReserved(String),
 }
 
 #[cfg(test)]
@@ -204,6 +211,22 @@ mod tests {
                     ConfigProblem::AtLeast(3),
                 ),
                 "flotilla.yaml: line 2: leaderElection.leaseDurationSeconds: must be at least 3",
+            ),
+            (
+                invalid(
+                    "policy.allowNamespaces",
+                    Some(2),
+                    ConfigProblem::NotReserved("team-a".into()),
+                ),
+                "flotilla.yaml: line 2: policy.allowNamespaces: \"team-a\" is not a reserved namespace (kube-system, kube-public, kube-node-lease): a namespace the selector matches is a target already",
+            ),
+            (
+                invalid(
+                    "policy.allowNamespaces",
+                    Some(2),
+                    ConfigProblem::OwnNamespaceAllowed("flotilla-system".into()),
+                ),
+                "flotilla.yaml: line 2: policy.allowNamespaces: \"flotilla-system\" is flotilla's own namespace, which holds its credentials: it is never a target",
             ),
             (
                 invalid(

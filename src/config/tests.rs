@@ -20,6 +20,25 @@ fn defaults_apply_to_an_empty_file() {
     assert_eq!(config.concurrency, 16);
     assert_eq!((config.api_qps, config.api_burst), (100, 200));
     assert!(config.templates_dir.ends_with("templates"));
+    assert_eq!(
+        config.policy.allow_service_types,
+        [ServiceType::ClusterIP],
+        "ClusterIP Services only"
+    );
+    assert!(config.policy.allow_namespaces.is_empty());
+}
+
+#[test]
+fn policy_allows_what_it_names() {
+    let config = parse(
+        "policy:\n  allowServiceTypes: [ClusterIP, LoadBalancer]\n  allowNamespaces: [kube-system]\n",
+    )
+    .unwrap();
+    assert_eq!(
+        config.policy.allow_service_types,
+        [ServiceType::ClusterIP, ServiceType::LoadBalancer]
+    );
+    assert_eq!(config.policy.allow_namespaces, ["kube-system"]);
 }
 
 #[test]
@@ -65,6 +84,14 @@ fn refused_values_are_named_by_file_line_and_key() {
         (
             "values: {image: x}\noverrides:\n  registry: {type: string}\n",
             "line 3: overrides.registry: there is no values.registry to override".into(),
+        ),
+        (
+            "policy:\n  allowNamespaces: [kube-public, team-a]\n",
+            "line 2: policy.allowNamespaces: \"team-a\" is not a reserved namespace (kube-system, kube-public, kube-node-lease): a namespace the selector matches is a target already".into(),
+        ),
+        (
+            "namespace: ops\npolicy:\n  allowNamespaces:\n    - ops\n",
+            "line 3: policy.allowNamespaces: \"ops\" is flotilla's own namespace, which holds its credentials: it is never a target".into(),
         ),
         (
             "values: {n: 1}\noverrides:\n  n:\n    type: integer\n    pattern: x\n",
@@ -115,11 +142,15 @@ fn yaml_errors_name_line_column_and_key_then_show_the_spot() {
         // The parser names an unknown key itself.
         (
             "selectr: a=b\n",
-            "line 1 column 1: unknown field `selectr`, expected one of selector, templates, namespace, instance, fieldManager, concurrency, apiQps, apiBurst, resyncSeconds, degradedAfterSeconds, values, overrides, leaderElection",
+            "line 1 column 1: unknown field `selectr`, expected one of selector, templates, namespace, instance, fieldManager, concurrency, apiQps, apiBurst, resyncSeconds, degradedAfterSeconds, values, overrides, leaderElection, policy",
         ),
         (
             "values: {n: 1}\noverrides:\n  n: {type: number}\n",
             "line 3 column 13: n: unknown variant `number`, expected one of string, integer, boolean, quantity",
+        ),
+        (
+            "policy:\n  allowServiceTypes: [ClusterIp]\n",
+            "line 2 column 23: allowServiceTypes: unknown variant `ClusterIp`, expected one of ClusterIP, NodePort, LoadBalancer, ExternalName",
         ),
     ] {
         let err = parse(text).unwrap_err();

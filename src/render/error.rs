@@ -72,6 +72,18 @@ pub enum RenderProblem {
         "is flotilla's own namespace, which holds its credentials; flotilla stamps nothing for it"
     )]
     OwnNamespace,
+    #[error(
+        "is a namespace Kubernetes keeps for itself; flotilla stamps nothing there, even when the selector matches, unless the config names it in policy.allowNamespaces"
+    )]
+    ReservedNamespace,
+    /// Found by `flotilla check` and `flotilla rbac` (`crate::rbac`): the template names its
+    /// object differently for two sample namespaces (each given with the object). Boxed, as
+    /// `Policy` is.
+    #[error(
+        "renders {} for namespace {} but {} for {}: a name composed from the namespace cannot be listed in flotilla's ClusterRole, which may create, patch and delete only the names the templates render; give it a fixed name, or grant flotilla an open rule for {}s by hand (README, Security)",
+        .0[0].1, .0[0].0, .0[1].1, .0[1].0, .0[0].1.kind
+    )]
+    NameFromNamespace(Box<[(String, ObjectKey); 2]>),
 }
 
 fn detail_text(detail: &Option<String>) -> String {
@@ -165,6 +177,17 @@ mod tests {
             (
                 RenderProblem::OwnNamespace,
                 "is flotilla's own namespace, which holds its credentials; flotilla stamps nothing for it".into(),
+            ),
+            (
+                RenderProblem::ReservedNamespace,
+                "is a namespace Kubernetes keeps for itself; flotilla stamps nothing there, even when the selector matches, unless the config names it in policy.allowNamespaces".into(),
+            ),
+            (
+                RenderProblem::NameFromNamespace(Box::new([
+                    ("a".into(), ObjectKey { kind: Kind::ConfigMap, namespace: "a".into(), name: "a-x".into() }),
+                    ("b".into(), ObjectKey { kind: Kind::ConfigMap, namespace: "b".into(), name: "b-x".into() }),
+                ])),
+                "renders ConfigMap a/a-x for namespace a but ConfigMap b/b-x for b: a name composed from the namespace cannot be listed in flotilla's ClusterRole, which may create, patch and delete only the names the templates render; give it a fixed name, or grant flotilla an open rule for ConfigMaps by hand (README, Security)".into(),
             ),
         ] {
             assert_eq!(problem.to_string(), message);

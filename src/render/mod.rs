@@ -15,7 +15,7 @@ pub use escape::escape_non_printable;
 pub use policy::{ObjectName, ObjectProblem, PolicyError};
 pub use templates::load_dir;
 
-use crate::config::Config;
+use crate::config::{Config, Policy, RESERVED_NAMESPACES};
 use crate::object::Stamped;
 use crate::overrides::{self, Override};
 use crate::yaml_error::YamlError;
@@ -40,6 +40,7 @@ pub struct Renderer {
     overrides: Vec<Override>,
     own_namespace: String,
     instance: String,
+    policy: Policy,
 }
 
 impl Renderer {
@@ -87,6 +88,7 @@ impl Renderer {
             overrides: config.overrides.clone(),
             own_namespace: config.namespace.clone(),
             instance: config.instance.clone(),
+            policy: config.policy.clone(),
         })
     }
 
@@ -103,6 +105,14 @@ impl Renderer {
                 origin: format!("namespace {}", namespace.name),
                 line: None,
                 problem: RenderProblem::OwnNamespace,
+            }]));
+        }
+        let reserved = RESERVED_NAMESPACES.contains(&namespace.name.as_str());
+        if reserved && !self.policy.allow_namespaces.contains(&namespace.name) {
+            return Err(RenderErrors(vec![RenderError {
+                origin: format!("namespace {}", namespace.name),
+                line: None,
+                problem: RenderProblem::ReservedNamespace,
             }]));
         }
         let values = overrides::apply(&self.values, &self.overrides, &namespace.annotations)
@@ -128,6 +138,7 @@ impl Renderer {
             own_namespace: &self.own_namespace,
             instance: &self.instance,
             revision: &self.revision,
+            service_types: &self.policy.allow_service_types,
         };
         let mut errors = Vec::new();
         let mut objects: Vec<Stamped> = Vec::new();
@@ -151,6 +162,18 @@ impl Renderer {
                 Ok(None) => {}
                 Err(e) => errors.push(e),
             }
+        }
+        if errors.is_empty() {
+            // What only the whole set can tell, once every object passed on its own.
+            errors.extend(
+                policy::admit_set(&objects)
+                    .into_iter()
+                    .map(|(template, error)| RenderError {
+                        origin: template,
+                        line: None,
+                        problem: RenderProblem::Policy(Box::new(error)),
+                    }),
+            );
         }
         if !errors.is_empty() {
             return Err(RenderErrors(errors));

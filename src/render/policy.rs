@@ -1,13 +1,18 @@
 //! What a rendered document must be before flotilla will stamp it: one namespaced object of an
 //! allowlisted kind, in the target namespace (or, explicitly, flotilla's own), with a valid
-//! name, valid labels and annotations, and (for RoleBindings) a roleRef flotilla can bind and
-//! no grant to everyone or to another namespace's ServiceAccounts. Flotilla's ownership labels
-//! and annotations are then forced onto it.
+//! name, valid labels and annotations; a RoleBinding binds a Role, to ServiceAccounts of the
+//! target namespace only; a Deployment's pods get nothing of the node (no privileged or
+//! escalating containers, no added capabilities, no host namespaces or hostPath volumes); a
+//! Service claims no external IPs and is of a type the config allows. Flotilla's ownership
+//! labels and annotations are then forced onto it. [`admit_set`] then checks what needs the
+//! whole set: a Deployment runs as a ServiceAccount of the set, a RoleBinding binds a Role of
+//! the set.
 //!
 //! Checking here, before anything is applied, is what turns a bad value into a clear error
 //! that changes nothing: the API server would refuse the same object only after the objects
 //! before it were applied.
 
+use crate::config::ServiceType;
 use crate::kinds::Kind;
 use crate::object::{ObjectKey, Stamped};
 use crate::ownership;
@@ -15,7 +20,7 @@ use crate::render::revision::object_hash;
 use serde_json::{Map, Value};
 
 mod error;
-pub use error::{ObjectName, ObjectProblem, PolicyError};
+pub use error::{ContainerName, ObjectName, ObjectProblem, PolicyError};
 
 /// What a template may place in flotilla's own namespace: nothing that grants rights or runs
 /// code, since flotilla's ServiceAccount token lives there.
@@ -27,6 +32,8 @@ pub struct Target<'a> {
     pub own_namespace: &'a str,
     pub instance: &'a str,
     pub revision: &'a str,
+    /// The Service types the config allows (`policy.allowServiceTypes`).
+    pub service_types: &'a [ServiceType],
 }
 
 pub fn admit(doc: Value, template: &str, target: &Target) -> Result<Stamped, PolicyError> {
@@ -102,6 +109,8 @@ pub fn admit(doc: Value, template: &str, target: &Target) -> Result<Stamped, Pol
     match kind {
         Kind::ConfigMap => check_config_map(&object),
         Kind::RoleBinding => check_role_binding(&object, target),
+        Kind::Deployment => check_pod_spec(&object["spec"]["template"]["spec"]),
+        Kind::Service => check_service(&object, target),
         _ => Ok(()),
     }
     .map_err(in_object)?;
@@ -273,19 +282,160 @@ fn check_role_binding(object: &Map<String, Value>, target: &Target) -> Result<()
         if everyone {
             return Err(ObjectProblem::BindsEveryone(name.to_string()));
         }
-        if subject["kind"] == "ServiceAccount" {
-            // Without a namespace, a subject means the binding's own, which is the target.
-            let namespace = subject["namespace"].as_str().unwrap_or(target.namespace);
-            if namespace != target.namespace {
-                return Err(ObjectProblem::BindsForeignServiceAccount {
-                    namespace: namespace.to_string(),
-                    name: name.to_string(),
-                    target: target.namespace.to_string(),
+        // Kubernetes' own identities (system:kube-controller-manager, system:masters, ...).
+        if name.starts_with("system:") {
+            return Err(ObjectProblem::BindsSystemName(name.to_string()));
+        }
+        // No User or Group: who they are is up to the authenticator, not to the namespace.
+        if subject["kind"] != "ServiceAccount" {
+            return Err(ObjectProblem::BindsNonServiceAccount {
+                kind: subject["kind"].clone(),
+                name: name.to_string(),
+                target: target.namespace.to_string(),
+            });
+        }
+        // Without a namespace, a subject means the binding's own, which is the target.
+        let namespace = subject["namespace"].as_str().unwrap_or(target.namespace);
+        if namespace != target.namespace {
+            return Err(ObjectProblem::BindsForeignServiceAccount {
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+                target: target.namespace.to_string(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Neither null nor `false`: a field that turns something on.
+fn set(value: &Value) -> bool {
+    !matches!(value, Value::Null | Value::Bool(false))
+}
+
+/// A Deployment's pod template gets nothing of the node it runs on: no host network, PIDs or
+/// IPC, no hostPath volume, and in every container (init and ephemeral too) no privileged
+/// mode, no added capability and `allowPrivilegeEscalation: false` (unset means true).
+fn check_pod_spec(pod: &Value) -> Result<(), ObjectProblem> {
+    for field in ["hostNetwork", "hostPID", "hostIPC"] {
+        if set(&pod[field]) {
+            return Err(ObjectProblem::HostNamespace(field));
+        }
+    }
+    for volume in pod["volumes"].as_array().into_iter().flatten() {
+        if set(&volume["hostPath"]) {
+            return Err(ObjectProblem::HostPath(text(&volume["name"])));
+        }
+    }
+    for list in ["initContainers", "containers", "ephemeralContainers"] {
+        for container in pod[list].as_array().into_iter().flatten() {
+            let at = || ContainerName {
+                list,
+                name: text(&container["name"]),
+            };
+            let context = &container["securityContext"];
+            if set(&context["privileged"]) {
+                return Err(ObjectProblem::Privileged(at()));
+            }
+            let added = &context["capabilities"]["add"];
+            if set(added) && added.as_array().is_none_or(|a| !a.is_empty()) {
+                return Err(ObjectProblem::AddsCapabilities {
+                    container: at(),
+                    added: added.clone(),
+                });
+            }
+            if context["allowPrivilegeEscalation"] != false {
+                return Err(ObjectProblem::PrivilegeEscalation {
+                    container: at(),
+                    value: context["allowPrivilegeEscalation"].clone(),
                 });
             }
         }
     }
     Ok(())
+}
+
+/// A Service claims no external IPs (traffic to any address could be taken), and is of a type
+/// the config allows: ClusterIP only by default, since NodePort and LoadBalancer open the
+/// namespace's pods to outside the cluster.
+fn check_service(object: &Map<String, Value>, target: &Target) -> Result<(), ObjectProblem> {
+    let spec = object.get("spec").cloned().unwrap_or_default();
+    if set(&spec["externalIPs"]) && spec["externalIPs"].as_array().is_none_or(|a| !a.is_empty()) {
+        return Err(ObjectProblem::ExternalIps);
+    }
+    let kind = match &spec["type"] {
+        Value::Null => ServiceType::ClusterIP.name().to_string(),
+        other => text(other),
+    };
+    if !target.service_types.iter().any(|t| t.name() == kind) {
+        return Err(ObjectProblem::ServiceType {
+            kind,
+            allowed: target.service_types.iter().map(|t| t.name()).collect(),
+        });
+    }
+    Ok(())
+}
+
+/// A string field as it is, or anything else as JSON (for messages).
+fn text(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// What needs the whole rendered set, once each object is admitted: a Deployment runs as a
+/// ServiceAccount the same render stamps (not `default`, nor one the namespace has for other
+/// ends), and a RoleBinding binds a Role the same render stamps, in the same namespace. Returns
+/// each refusal with the template it comes from.
+pub fn admit_set(objects: &[Stamped]) -> Vec<(String, PolicyError)> {
+    let stamped = |kind: Kind, namespace: &str, name: &str| {
+        objects
+            .iter()
+            .any(|o| o.key.kind == kind && o.key.namespace == namespace && o.key.name == name)
+    };
+    let mut refused = Vec::new();
+    for object in objects {
+        let problem = match object.key.kind {
+            Kind::Deployment => {
+                let pod = &object.body["spec"]["template"]["spec"];
+                let account = pod["serviceAccountName"].as_str();
+                let legacy = &pod["serviceAccount"];
+                if !legacy.is_null() && legacy.as_str() != account {
+                    Some(ObjectProblem::LegacyServiceAccount(text(legacy)))
+                } else if !account
+                    .is_some_and(|a| stamped(Kind::ServiceAccount, &object.key.namespace, a))
+                {
+                    Some(ObjectProblem::ServiceAccountNotStamped {
+                        name: account.map(str::to_string),
+                        namespace: object.key.namespace.clone(),
+                    })
+                } else {
+                    None
+                }
+            }
+            Kind::RoleBinding => {
+                let role = object.body["roleRef"]["name"].as_str().unwrap_or_default();
+                (!stamped(Kind::Role, &object.key.namespace, role)).then(|| {
+                    ObjectProblem::RoleNotStamped {
+                        name: role.to_string(),
+                        namespace: object.key.namespace.clone(),
+                    }
+                })
+            }
+            _ => None,
+        };
+        if let Some(problem) = problem {
+            let error = PolicyError::InObject {
+                object: ObjectName {
+                    kind: object.key.kind,
+                    name: object.key.name.clone(),
+                },
+                problem,
+            };
+            refused.push((object.template.clone(), error));
+        }
+    }
+    refused
 }
 
 /// The string map at `metadata.<field>`, created if absent; its values must all be strings.

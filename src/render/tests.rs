@@ -165,7 +165,7 @@ fn empty_output_stamps_nothing() {
 
 #[test]
 fn output_is_ordered_for_apply_and_yaml_round_trips() {
-    let deploy = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  replicas: {{ values.replicas }}\n";
+    let deploy = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  replicas: {{ values.replicas }}\n  template: {spec: {serviceAccountName: s}}\n";
     let sa = "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: s}\n";
     let r = renderer(&[("a-deploy.yaml", deploy), ("z-sa.yaml", sa)]).unwrap();
     let objects = r.render(&ns("a", &[])).unwrap();
@@ -462,6 +462,53 @@ fn flotillas_own_namespace_is_never_a_target() {
         err.to_string().contains("is flotilla's own namespace"),
         "{err}"
     );
+}
+
+#[test]
+fn reserved_namespaces_are_never_targets_unless_the_config_names_them() {
+    let r = renderer(&[("cm.yaml", CM)]).unwrap();
+    for name in ["kube-system", "kube-public", "kube-node-lease"] {
+        let err = r.render(&ns(name, &[("note", "n")])).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "namespace {name}: is a namespace Kubernetes keeps for itself; flotilla stamps nothing there, even when the selector matches, unless the config names it in policy.allowNamespaces"
+            )
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("templates")).unwrap();
+    let text = "values: {image: x}\npolicy:\n  allowNamespaces: [kube-public]\n";
+    let config = Config::parse(text, &dir.path().join("flotilla.yaml")).unwrap();
+    let r = Renderer::new(vec![("cm.yaml".into(), CM.into())], &config).unwrap();
+    assert_eq!(
+        r.render(&ns("kube-public", &[("note", "n")]))
+            .unwrap()
+            .len(),
+        1
+    );
+    assert!(r.render(&ns("kube-system", &[("note", "n")])).is_err());
+}
+
+#[test]
+fn what_the_whole_set_must_hold_is_checked_after_every_object_passed() {
+    let deploy = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  template:\n    spec:\n      serviceAccountName: {{ values.image }}\n";
+    let err = renderer(&[("deploy.yaml", deploy)])
+        .unwrap()
+        .render(&ns("team-a", &[]))
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "deploy.yaml: Deployment d: spec.template.spec.serviceAccountName is ctrl:v1, which they do not; a stamped Deployment runs as a ServiceAccount the templates stamp in team-a"
+    );
+    // An object that fails alone is reported alone: the set is not checked then.
+    let bad = "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\n";
+    let err = renderer(&[("deploy.yaml", deploy), ("secret.yaml", bad)])
+        .unwrap()
+        .render(&ns("team-a", &[]))
+        .unwrap_err();
+    assert_eq!(err.0.len(), 1);
+    assert_eq!(err.0[0].origin, "secret.yaml");
 }
 
 // ---- Names composed from a namespace name at the 63-character limit. ----

@@ -59,17 +59,22 @@ async fn targets_of_the_refused_requests(admin: &kube::Client, ns: &str) {
     create_in(admin, ns, &account("someone")).await;
 }
 
-/// Control: the token works, for what flotilla is meant to do.
+/// Control: the token works, for what flotilla is meant to do: a ConfigMap of a name the
+/// templates render, created as flotilla creates (server-side apply; writes.rs shows the rest).
 async fn its_token_works_for_what_flotilla_does(flotilla: &kube::Client, ns: &str) {
     let cms: Api<ConfigMap> = Api::namespaced(flotilla.clone(), ns);
     let probe = ConfigMap {
-        metadata: meta("sec-rbac-probe"),
+        metadata: meta("workflow-controller-configmap"),
         ..Default::default()
     };
-    cms.create(&PostParams::default(), &probe)
-        .await
-        .expect("flotilla may create a ConfigMap");
-    cms.delete("sec-rbac-probe", &DeleteParams::default())
+    cms.patch(
+        "workflow-controller-configmap",
+        &PatchParams::apply("flotilla"),
+        &Patch::Apply(&probe),
+    )
+    .await
+    .expect("flotilla may create a ConfigMap");
+    cms.delete("workflow-controller-configmap", &DeleteParams::default())
         .await
         .expect("and delete it");
     Api::<Namespace>::all(flotilla.clone())

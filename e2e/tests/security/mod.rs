@@ -12,8 +12,10 @@
 //! - `templates.rs`: on a live fleet, a template that breaks for each namespace in its own way;
 //!   long names and control characters.
 //! - `policy.rs`: templates asking for what flotilla must not stamp, a namespace whose first
-//!   render fails that way, overrides beyond the declared keys and bounds.
+//!   render fails that way, a reserved namespace the selector matches, overrides beyond the
+//!   declared keys and bounds.
 //! - `credentials.rs`: what flotilla's own token is refused, and the Roles it stamps.
+//! - `writes.rs`: its token writes only the names the templates render, nowhere else.
 //! - `logs.rs`: structured logs without tokens or object bodies.
 //! - `tenants.rs`: a namespace owner cannot make flotilla act outside their namespace.
 //! - `helpers.rs`: what they share.
@@ -25,6 +27,7 @@ mod offline;
 mod policy;
 mod templates;
 mod tenants;
+mod writes;
 
 // ---- Offline input checks: the binary without a cluster (offline.rs). ----
 
@@ -63,6 +66,11 @@ async fn a_namespace_whose_first_render_fails_shows_why_and_gets_nothing() {
 }
 
 #[tokio::test]
+async fn a_reserved_namespace_is_no_target_even_when_the_selector_matches() {
+    policy::a_reserved_namespace_is_no_target_even_when_the_selector_matches().await;
+}
+
+#[tokio::test]
 async fn overrides_beyond_the_declared_keys_and_bounds_change_nothing() {
     policy::overrides_beyond_the_declared_keys_and_bounds_change_nothing().await;
 }
@@ -72,6 +80,11 @@ async fn overrides_beyond_the_declared_keys_and_bounds_change_nothing() {
 #[tokio::test]
 async fn flotillas_own_credentials_are_refused_what_it_must_not_do() {
     credentials::flotillas_own_credentials_are_refused_what_it_must_not_do().await;
+}
+
+#[tokio::test]
+async fn flotillas_token_writes_only_the_names_its_templates_render() {
+    writes::flotillas_token_writes_only_the_names_its_templates_render().await;
 }
 
 #[tokio::test]

@@ -254,4 +254,31 @@ pub(super) fn bad_templates_are_reported_by_check_render_and_run_with_file_and_l
         "bad templates: {} cases, each refused by check and render",
         cases.len()
     );
+    a_name_from_the_namespace_fails_check_and_rbac_not_render(config);
+}
+
+/// A name composed from the namespace renders (and runs, given the open rule it costs), but no
+/// ClusterRole can list it: `check` and `rbac` fail naming the template.
+fn a_name_from_the_namespace_fails_check_and_rbac_not_render(config: &str) {
+    let entry =
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ namespace.name ~ \"-entry\" }}\n";
+    let (dir, path) = offline_config(config, &[("good.yaml", GOOD), ("entry.yaml", entry)]);
+    let config = path.to_str().unwrap();
+    let file = dir.path().join("templates").join("entry.yaml");
+    let needle = format!(
+        "{}: renders ConfigMap flotilla-check/flotilla-check-entry for namespace flotilla-check but ConfigMap sample-b/sample-b-entry for sample-b: a name composed from the namespace cannot be listed in flotilla's ClusterRole",
+        file.display()
+    );
+    let (code, stdout, stderr) = offline(&["check", "--config", config]);
+    assert_eq!(code, Some(2), "check: {stdout} {stderr}");
+    assert!(
+        stdout.contains(&needle),
+        "check: {stdout}\n  lacks {needle}"
+    );
+    let (code, stdout, stderr) = offline(&["rbac", "--config", config]);
+    assert_eq!((code, stdout.as_str()), (Some(2), ""), "rbac: {stderr}");
+    assert!(stderr.contains(&needle), "rbac: {stderr}\n  lacks {needle}");
+    let (code, stdout, stderr) = offline(&["render", "--config", config, "-n", "team-a"]);
+    assert_eq!(code, Some(0), "render: {stderr}");
+    assert!(stdout.contains("name: team-a-entry"), "render: {stdout}");
 }

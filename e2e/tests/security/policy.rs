@@ -64,11 +64,49 @@ metadata:
   name: sec-pol-evil
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: argo-role}
 subjects: [{kind: Group, apiGroup: rbac.authorization.k8s.io, name: "system:authenticated"}]
+{% elif case == "bind-group" %}
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: sec-pol-evil
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: argo-role}
+subjects: [{kind: Group, apiGroup: rbac.authorization.k8s.io, name: team-admins}]
+{% elif case == "privileged" %}
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: sec-pol-evil
+spec:
+  selector: {matchLabels: {app: evil}}
+  template:
+    metadata: {labels: {app: evil}}
+    spec:
+      serviceAccountName: argo
+      containers: [{name: c, image: "busybox:1", securityContext: {privileged: true, allowPrivilegeEscalation: false}}]
+{% elif case == "default-sa" %}
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: sec-pol-evil
+spec:
+  selector: {matchLabels: {app: evil}}
+  template:
+    metadata: {labels: {app: evil}}
+    spec:
+      containers: [{name: c, image: "busybox:1", securityContext: {allowPrivilegeEscalation: false}}]
+{% elif case == "loadbalancer" %}
+apiVersion: v1
+kind: Service
+metadata:
+  name: sec-pol-evil
+spec:
+  type: LoadBalancer
+  ports: [{port: 80, protocol: TCP}]
 {% endif %}
 "#;
 
 /// The policy cases: (namespace and case, the reason its worker must show).
-const POLICY_CASES: [(&str, &str); 8] = [
+const POLICY_CASES: [(&str, &str); 12] = [
     (
         "clusterrole",
         "policy.yaml: kind ClusterRole (rbac.authorization.k8s.io/v1) is not allowed; flotilla stamps only namespaced kinds from its allowlist",
@@ -97,6 +135,22 @@ const POLICY_CASES: [(&str, &str); 8] = [
     (
         "bind-everyone",
         "policy.yaml: RoleBinding sec-pol-evil: binds system:authenticated, which stands for everyone",
+    ),
+    (
+        "bind-group",
+        "policy.yaml: RoleBinding sec-pol-evil: binds \"Group\" team-admins; a stamped RoleBinding may only bind ServiceAccounts of sec-pol-bind-group",
+    ),
+    (
+        "privileged",
+        "policy.yaml: Deployment sec-pol-evil: container c: securityContext.privileged is set; a stamped container may not be privileged",
+    ),
+    (
+        "default-sa",
+        "policy.yaml: Deployment sec-pol-evil: spec.template.spec.serviceAccountName is unset (so the namespace's `default`)",
+    ),
+    (
+        "loadbalancer",
+        "policy.yaml: Service sec-pol-evil: spec.type LoadBalancer is not allowed; the config's policy.allowServiceTypes allows ClusterIP",
     ),
 ];
 
@@ -290,4 +344,34 @@ pub(super) async fn overrides_beyond_the_declared_keys_and_bounds_change_nothing
         versions(&fleet.stamped_for(&client, ns).await)
     );
     delete_namespaces(&client, &[ns]).await;
+}
+
+/// kube-system matching the selector (its labels are the admin's to set) is still no target:
+/// its worker shows why and which key would allow it, and flotilla writes nothing there.
+pub(super) async fn a_reserved_namespace_is_no_target_even_when_the_selector_matches() {
+    let client = admin().await;
+    let fleet = Fleet::new("sec-reserved");
+    let _flotilla = fleet.start();
+    let audit = AuditWindow::open();
+    fleet.set_opt_in(&client, "kube-system", Some("on")).await;
+    let message = wait_render_failed(&client, "kube-system").await;
+    let reason = "namespace kube-system: is a namespace Kubernetes keeps for itself; flotilla stamps nothing there, even when the selector matches, unless the config names it in policy.allowNamespaces";
+    assert!(message.contains(reason), "{message}\n  lacks {reason}");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(fleet.stamped_for(&client, "kube-system").await.is_empty());
+    // Positive control: the window holds the NamespaceWorker's writes.
+    let worker_writes = audit
+        .requests(FLOTILLA_USER, Some("namespaceworkers/kube-system"))
+        .len();
+    assert!(
+        worker_writes > 0,
+        "no NamespaceWorker write for kube-system seen"
+    );
+    assert_eq!(audit.writes_in(FLOTILLA_USER, "kube-system"), 0);
+    // Opted out again: the worker goes.
+    fleet.set_opt_in(&client, "kube-system", None).await;
+    eventually_within(LONG, "the kube-system worker removed", || async {
+        absent(&workers(&client), "kube-system").await.then_some(())
+    })
+    .await;
 }

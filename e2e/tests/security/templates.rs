@@ -3,6 +3,7 @@
 
 use super::helpers::*;
 use crate::harness::*;
+use flotilla::kinds::Kind;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ResourceExt};
@@ -172,6 +173,10 @@ pub(super) async fn long_names_and_control_characters_are_stamped_valid_and_as_w
     let fleet = Fleet::new("sec-names");
     fleet.add_template("entry.yaml", ENTRY);
     fleet.add_template("note.yaml", NOTE);
+    // Not among the repository's templates: an admin grants what they cost, every ConfigMap in
+    // flotilla's namespace for the entry (its name depends on the namespace), the note's name.
+    let _entries = outside_grant();
+    let _note = Grant::names("team-note", Kind::ConfigMap, &["team-note"]);
     let _flotilla = fleet.start();
     // Two namespaces at the 63-character limit that differ only in their last character.
     let long = |end: &str| format!("sec-names-{}-{end}", "x".repeat(51));

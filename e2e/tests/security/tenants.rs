@@ -1,6 +1,7 @@
 //! Tenants: a namespace owner, with every right Kubernetes gives them in their namespace,
 //! cannot make flotilla act outside it. What they may edit of flotilla's is reverted; what they
-//! forge in flotilla's name stays in their namespace and is removed.
+//! forge in flotilla's name stays in their namespace as they made it (flotilla may not delete a
+//! name its templates do not render) and holds up nothing.
 
 use super::helpers::*;
 use crate::harness::*;
@@ -30,7 +31,7 @@ pub(super) async fn a_namespace_owner_cannot_make_flotilla_act_outside_their_nam
     let rendered = fleet.render(tenant_ns, &[]);
     they_edit_stamped_objects(&owner, tenant_ns, &argo_role, &rendered).await;
     the_edits_are_reverted(&admin, tenant_ns, &rendered).await;
-    forged_objects_stay_in_their_namespace_and_go(&admin, &owner, &fleet, tenant_ns, victim_ns)
+    forged_objects_stay_in_their_namespace_as_made(&admin, &owner, &fleet, tenant_ns, victim_ns)
         .await;
 
     // None of it made flotilla act on the other namespace, or for the one that does not exist.
@@ -39,7 +40,7 @@ pub(super) async fn a_namespace_owner_cannot_make_flotilla_act_outside_their_nam
     assert!(
         victim
             .status
-            .is_some_and(|s| s.phase != Phase::RenderFailed)
+            .is_some_and(|s| !matches!(s.phase, Phase::RenderFailed | Phase::ApplyFailed))
     );
     assert!(absent(&workers(&admin), "sec-tenant-ghost").await);
     delete_namespaces(&admin, &[tenant_ns, victim_ns]).await;
@@ -266,16 +267,20 @@ async fn the_edits_are_reverted(
 
 /// Objects the owner labels as flotilla's, for another namespace and for one that does not
 /// exist. flotilla takes them for its own: the one "for" the victim is not rendered there, so it
-/// is pruned; the one for a namespace that does not exist is reaped. Both within the tenant's
-/// own namespace, where the owner made them.
-async fn forged_objects_stay_in_their_namespace_and_go(
+/// is to be pruned; the one for a namespace that does not exist, reaped. But their names are
+/// none its templates render, so its token may not delete them: the API server refuses (403),
+/// and they stay exactly as the owner made them, in the owner's own namespace, holding up
+/// nothing (the victim's worker is checked by the caller).
+async fn forged_objects_stay_in_their_namespace_as_made(
     admin: &kube::Client,
     owner: &kube::Client,
     fleet: &Fleet,
     tenant_ns: &str,
     victim_ns: &str,
 ) {
+    let audit = AuditWindow::open();
     let cms: Api<ConfigMap> = Api::namespaced(owner.clone(), tenant_ns);
+    let mut made = BTreeMap::new();
     for (name, for_namespace) in [
         ("forged-victim", victim_ns),
         ("forged-ghost", "sec-tenant-ghost"),
@@ -298,20 +303,39 @@ async fn forged_objects_stay_in_their_namespace_and_go(
             },
             ..Default::default()
         };
-        cms.create(&PostParams::default(), &forged).await.unwrap();
+        let created = cms.create(&PostParams::default(), &forged).await.unwrap();
+        made.insert(name.to_string(), created.resource_version());
     }
-    let tenant_cms: Api<ConfigMap> = Api::namespaced(admin.clone(), tenant_ns);
-    eventually_within(LONG, "the forged objects removed", || async {
-        let left: Vec<String> = tenant_cms
-            .list(&Default::default())
-            .await
-            .ok()?
-            .items
-            .iter()
-            .map(|c| c.name_any())
-            .filter(|n| n.starts_with("forged-"))
-            .collect();
-        left.is_empty().then_some(())
-    })
+    eventually_within(
+        LONG,
+        "flotilla's deletes of the forged objects refused",
+        || async {
+            let refused: std::collections::BTreeSet<String> = audit
+                .requests(FLOTILLA_USER, Some("forged-"))
+                .iter()
+                .filter(|e| e["verb"] == "delete" && e["responseStatus"]["code"] == 403)
+                .filter(|e| e["objectRef"]["namespace"] == tenant_ns)
+                .filter_map(|e| e["objectRef"]["name"].as_str().map(str::to_string))
+                .collect();
+            (refused.len() == made.len()).then_some(())
+        },
+    )
     .await;
+    let tenant_cms: Api<ConfigMap> = Api::namespaced(admin.clone(), tenant_ns);
+    for (name, version) in &made {
+        let live = tenant_cms.get(name).await.unwrap();
+        assert_eq!(&live.resource_version(), version, "{name} changed");
+    }
+    // No write anywhere else, and nothing but those deletes in the owner's namespace.
+    let elsewhere: Vec<String> = audit
+        .requests(FLOTILLA_USER, Some("forged-"))
+        .iter()
+        .filter(|e| e["objectRef"]["namespace"] != tenant_ns)
+        .map(|e| format!("{} {}", e["verb"], e["requestURI"]))
+        .collect();
+    assert!(elsewhere.is_empty(), "{elsewhere:?}");
+    // Theirs to remove.
+    for name in made.keys() {
+        cms.delete(name, &Default::default()).await.unwrap();
+    }
 }

@@ -271,6 +271,42 @@ async fn a_delete_carries_the_uid_and_version_it_was_decided_on() {
 }
 
 #[tokio::test]
+async fn a_delete_forbidden_by_rbac_leaves_the_object_and_holds_up_nothing() {
+    // An object labelled as flotilla's under a name its ClusterRole does not list.
+    let forbidden = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden", "code": 403,
+        "message": "configmaps \"cm\" is forbidden: User \"system:serviceaccount:flotilla-system:flotilla\" cannot delete resource \"configmaps\""});
+    let delete = |name: &str| Step::Delete {
+        key: ObjectKey {
+            name: name.into(),
+            ..config_map().key
+        },
+        uid: None,
+        resource_version: None,
+        why: Removal::Pruned,
+    };
+    let script = vec![
+        exchange(Method::DELETE, CM, &[]).answer(StatusCode::FORBIDDEN, forbidden),
+        exchange(
+            Method::DELETE,
+            "/api/v1/namespaces/team-a/configmaps/other",
+            &[],
+        ),
+    ];
+    let (done, _) = run(vec![delete("cm"), delete("other")], script).await;
+    let other = ObjectKey {
+        name: "other".into(),
+        ..config_map().key
+    };
+    assert_eq!(
+        done.into_iter().map(Result::unwrap).collect::<Vec<_>>(),
+        [
+            Done::NotDeleted(config_map().key),
+            Done::Deleted(other, Removal::Pruned)
+        ]
+    );
+}
+
+#[tokio::test]
 async fn a_passing_failure_is_an_error_and_the_next_step_still_runs() {
     let cm = config_map();
     let mut other = config_map();

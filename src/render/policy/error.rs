@@ -107,6 +107,80 @@ pub enum ObjectProblem {
         name: String,
         target: String,
     },
+    #[error(
+        "binds {}, a name Kubernetes keeps for its own identities; a stamped RoleBinding may only bind ServiceAccounts of the namespace",
+        truncate(.0, 100)
+    )]
+    BindsSystemName(String),
+    /// `kind` as the template wrote it (JSON, `null` when missing).
+    #[error(
+        "binds {kind} {}; a stamped RoleBinding may only bind ServiceAccounts of {target}",
+        truncate(.name, 100)
+    )]
+    BindsNonServiceAccount {
+        kind: Value,
+        name: String,
+        target: String,
+    },
+    #[error(
+        "roleRef names Role {}, which the templates do not stamp in {namespace}; a stamped RoleBinding binds only a Role stamped with it",
+        truncate(.name, 100)
+    )]
+    RoleNotStamped { name: String, namespace: String },
+    #[error(
+        "spec.template.spec.{0} is set; a stamped pod may not share the node's network, PIDs or IPC"
+    )]
+    HostNamespace(&'static str),
+    #[error(
+        "spec.template.spec.volumes: {} is a hostPath volume; a stamped pod may not mount the node's files",
+        truncate(.0, 100)
+    )]
+    HostPath(String),
+    #[error("{0}: securityContext.privileged is set; a stamped container may not be privileged")]
+    Privileged(ContainerName),
+    /// `added` as the template wrote it.
+    #[error(
+        "{container}: securityContext.capabilities.add is {}; a stamped container may only drop capabilities",
+        truncate(&.added.to_string(), 100)
+    )]
+    AddsCapabilities {
+        container: ContainerName,
+        added: Value,
+    },
+    /// `value` as the template wrote it (`null` when unset, which Kubernetes takes as true).
+    #[error(
+        "{container}: securityContext.allowPrivilegeEscalation must be false (got {value}; unset means true)"
+    )]
+    PrivilegeEscalation {
+        container: ContainerName,
+        value: Value,
+    },
+    #[error(
+        "spec.template.spec.serviceAccountName {}; a stamped Deployment runs as a ServiceAccount the templates stamp in {namespace}",
+        match .name { Some(name) => format!("is {}, which they do not", truncate(name, 100)), None => "is unset (so the namespace's `default`)".to_string() }
+    )]
+    ServiceAccountNotStamped {
+        name: Option<String>,
+        namespace: String,
+    },
+    #[error(
+        "spec.template.spec.serviceAccount {} differs from serviceAccountName; leave out the deprecated field",
+        truncate(.0, 100)
+    )]
+    LegacyServiceAccount(String),
+    #[error(
+        "spec.externalIPs is set; a stamped Service may not claim external IPs (traffic to them would reach its pods)"
+    )]
+    ExternalIps,
+    #[error(
+        "spec.type {} is not allowed; the config's policy.allowServiceTypes allows {}",
+        truncate(.kind, 100),
+        .allowed.join(", ")
+    )]
+    ServiceType {
+        kind: String,
+        allowed: Vec<&'static str>,
+    },
     /// `path` leads from the object to the string holding `character` (keys cut to 100 bytes).
     #[error(
         "{} holds U+{:04X}, a control character server-side apply cannot carry; remove it where it comes from (a namespace's annotation, usually)",
@@ -114,6 +188,21 @@ pub enum ObjectProblem {
         *.character as u32
     )]
     Unsendable { path: Vec<String>, character: char },
+}
+
+/// A container as messages name it: `container workflow-controller`, `initContainer init`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContainerName {
+    /// `containers`, `initContainers` or `ephemeralContainers`.
+    pub list: &'static str,
+    pub name: String,
+}
+
+impl fmt::Display for ContainerName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let singular = self.list.strip_suffix('s').unwrap_or(self.list);
+        write!(f, "{singular} {}", truncate(&self.name, 100))
+    }
 }
 
 /// An object as messages name it: `ConfigMap workflow-controller-configmap`.

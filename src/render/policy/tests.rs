@@ -6,6 +6,7 @@ const TARGET: Target = Target {
     own_namespace: "flotilla-system",
     instance: "flotilla",
     revision: "rev1",
+    service_types: &[ServiceType::ClusterIP],
 };
 
 fn role_ref() -> Value {
@@ -22,7 +23,6 @@ fn a_binding_of_a_templated_role_to_its_namespace_passes() {
     let subjects = json!([
         {"kind": "ServiceAccount", "name": "argo", "namespace": "team-a"},
         {"kind": "ServiceAccount", "name": "argo-workflow"},
-        {"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "team-a-admins"},
     ]);
     let stamped = admit(binding(role_ref(), subjects), "b.yaml", &TARGET).unwrap();
     assert_eq!(stamped.key.to_string(), "RoleBinding team-a/b");
@@ -280,6 +280,272 @@ fn refuses_what_it_must_not_stamp() {
     for (doc, message) in cases {
         let err = admit(doc.clone(), "t.yaml", &TARGET).expect_err(&doc.to_string());
         assert_eq!(err.to_string(), message, "{doc}");
+    }
+}
+
+/// A RoleBinding's subjects: ServiceAccounts of the target namespace, nothing else.
+#[test]
+fn a_binding_binds_service_accounts_of_its_namespace_only() {
+    let only = "a stamped RoleBinding may only bind ServiceAccounts of team-a";
+    let system = "a name Kubernetes keeps for its own identities; a stamped RoleBinding may only bind ServiceAccounts of the namespace";
+    let cases: Vec<(Value, String)> = vec![
+        (
+            json!({"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "team-a-admins"}),
+            format!("binds \"Group\" team-a-admins; {only}"),
+        ),
+        (
+            json!({"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "alice@example.com"}),
+            format!("binds \"User\" alice@example.com; {only}"),
+        ),
+        (
+            json!({"name": "argo", "namespace": "team-a"}),
+            format!("binds null argo; {only}"),
+        ),
+        (
+            json!({"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "system:kube-controller-manager"}),
+            format!("binds system:kube-controller-manager, {system}"),
+        ),
+        (
+            json!({"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "system:masters"}),
+            format!("binds system:masters, {system}"),
+        ),
+        (
+            json!({"kind": "ServiceAccount", "name": "system:argo", "namespace": "team-a"}),
+            format!("binds system:argo, {system}"),
+        ),
+        (
+            json!({"kind": "ServiceAccount", "name": "argo", "namespace": "kube-system"}),
+            format!("binds ServiceAccount kube-system/argo; {only}"),
+        ),
+    ];
+    for (subject, message) in cases {
+        // After a subject that passes: each subject is checked, not only the first.
+        let subjects = json!([{"kind": "ServiceAccount", "name": "argo"}, subject]);
+        let err = admit(binding(role_ref(), subjects), "b.yaml", &TARGET).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("RoleBinding b: {message}"),
+            "{subject}"
+        );
+    }
+}
+
+/// A Deployment whose pod template is `pod` merged over a hardened one (which passes).
+fn deployment(pod: Value) -> Value {
+    let mut spec = json!({
+        "serviceAccountName": "argo",
+        "securityContext": {"runAsNonRoot": true},
+        "initContainers": [{"name": "init", "image": "i:1",
+            "securityContext": {"allowPrivilegeEscalation": false}}],
+        "containers": [{"name": "main", "image": "m:1",
+            "securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"], "add": []}}}],
+        "volumes": [{"name": "tmp", "emptyDir": {}}],
+        "hostNetwork": false,
+    });
+    for (key, value) in pod.as_object().unwrap() {
+        spec[key] = value.clone();
+    }
+    json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+        "spec": {"template": {"spec": spec}}})
+}
+
+fn container(name: &str, security_context: Value) -> Value {
+    json!([{"name": name, "image": "x:1", "securityContext": security_context}])
+}
+
+#[test]
+fn a_deployments_pods_get_nothing_of_the_node() {
+    admit(deployment(json!({})), "d.yaml", &TARGET).expect("the hardened pod passes");
+    let no_escalation = json!({"allowPrivilegeEscalation": false});
+    let cases: Vec<(Value, &str)> = vec![
+        (
+            json!({"hostNetwork": true}),
+            "spec.template.spec.hostNetwork is set; a stamped pod may not share the node's network, PIDs or IPC",
+        ),
+        (
+            json!({"hostPID": true}),
+            "spec.template.spec.hostPID is set; a stamped pod may not share the node's network, PIDs or IPC",
+        ),
+        (
+            json!({"hostIPC": true}),
+            "spec.template.spec.hostIPC is set; a stamped pod may not share the node's network, PIDs or IPC",
+        ),
+        (
+            json!({"volumes": [{"name": "tmp", "emptyDir": {}}, {"name": "root", "hostPath": {"path": "/"}}]}),
+            "spec.template.spec.volumes: root is a hostPath volume; a stamped pod may not mount the node's files",
+        ),
+        (
+            json!({"containers": container("main", json!({"privileged": true, "allowPrivilegeEscalation": false}))}),
+            "container main: securityContext.privileged is set; a stamped container may not be privileged",
+        ),
+        (
+            json!({"initContainers": container("init", json!({"privileged": true, "allowPrivilegeEscalation": false}))}),
+            "initContainer init: securityContext.privileged is set; a stamped container may not be privileged",
+        ),
+        (
+            json!({"containers": container("main", json!({"allowPrivilegeEscalation": false, "capabilities": {"add": ["NET_ADMIN"]}}))}),
+            "container main: securityContext.capabilities.add is [\"NET_ADMIN\"]; a stamped container may only drop capabilities",
+        ),
+        (
+            json!({"initContainers": container("init", json!({"allowPrivilegeEscalation": false, "capabilities": {"add": ["SYS_ADMIN"]}}))}),
+            "initContainer init: securityContext.capabilities.add is [\"SYS_ADMIN\"]; a stamped container may only drop capabilities",
+        ),
+        (
+            json!({"containers": container("main", json!({"allowPrivilegeEscalation": true}))}),
+            "container main: securityContext.allowPrivilegeEscalation must be false (got true; unset means true)",
+        ),
+        (
+            json!({"containers": container("main", json!({}))}),
+            "container main: securityContext.allowPrivilegeEscalation must be false (got null; unset means true)",
+        ),
+        (
+            json!({"initContainers": [{"name": "init", "image": "i:1"}]}),
+            "initContainer init: securityContext.allowPrivilegeEscalation must be false (got null; unset means true)",
+        ),
+        (
+            json!({"ephemeralContainers": container("debug", json!({"privileged": true}))}),
+            "ephemeralContainer debug: securityContext.privileged is set; a stamped container may not be privileged",
+        ),
+        (
+            json!({"containers": [{"name": "ok", "image": "x:1", "securityContext": no_escalation}, {"name": "second", "image": "x:1"}]}),
+            "container second: securityContext.allowPrivilegeEscalation must be false (got null; unset means true)",
+        ),
+    ];
+    for (pod, message) in cases {
+        let err = admit(deployment(pod.clone()), "d.yaml", &TARGET).expect_err(&pod.to_string());
+        assert_eq!(err.to_string(), format!("Deployment d: {message}"), "{pod}");
+    }
+}
+
+fn service(spec: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"},
+        "spec": spec})
+}
+
+#[test]
+fn a_service_claims_no_external_ips_and_is_of_an_allowed_type() {
+    let ports = json!([{"port": 80, "protocol": "TCP"}]);
+    for spec in [
+        json!({"ports": ports}),
+        json!({"type": "ClusterIP", "clusterIP": "None", "ports": ports, "externalIPs": []}),
+    ] {
+        admit(service(spec.clone()), "s.yaml", &TARGET).unwrap_or_else(|e| panic!("{spec}: {e}"));
+    }
+    let cases = [
+        (
+            json!({"ports": ports, "externalIPs": ["10.0.0.1"]}),
+            "spec.externalIPs is set; a stamped Service may not claim external IPs (traffic to them would reach its pods)",
+        ),
+        (
+            json!({"type": "LoadBalancer", "ports": ports}),
+            "spec.type LoadBalancer is not allowed; the config's policy.allowServiceTypes allows ClusterIP",
+        ),
+        (
+            json!({"type": "NodePort", "ports": ports}),
+            "spec.type NodePort is not allowed; the config's policy.allowServiceTypes allows ClusterIP",
+        ),
+        (
+            json!({"type": "ExternalName", "externalName": "example.com"}),
+            "spec.type ExternalName is not allowed; the config's policy.allowServiceTypes allows ClusterIP",
+        ),
+    ];
+    for (spec, message) in cases {
+        let err = admit(service(spec.clone()), "s.yaml", &TARGET).expect_err(&spec.to_string());
+        assert_eq!(err.to_string(), format!("Service s: {message}"), "{spec}");
+    }
+    // What the config allows passes; external IPs never do.
+    let open = Target {
+        service_types: &[ServiceType::ClusterIP, ServiceType::LoadBalancer],
+        ..TARGET
+    };
+    admit(
+        service(json!({"type": "LoadBalancer", "ports": ports})),
+        "s.yaml",
+        &open,
+    )
+    .unwrap();
+    let err = admit(
+        service(json!({"type": "NodePort", "ports": ports})),
+        "s.yaml",
+        &open,
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string().ends_with("allows ClusterIP, LoadBalancer"),
+        "{err}"
+    );
+    let err = admit(
+        service(json!({"type": "LoadBalancer", "ports": ports, "externalIPs": ["1.2.3.4"]})),
+        "s.yaml",
+        &open,
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("spec.externalIPs is set"), "{err}");
+}
+
+/// Admits each of `docs` for [`TARGET`] (each must pass alone), then checks them as one set.
+fn set_refusals(docs: Vec<Value>) -> Vec<String> {
+    let objects: Vec<Stamped> = docs
+        .into_iter()
+        .enumerate()
+        .map(|(i, doc)| admit(doc, &format!("t{i}.yaml"), &TARGET).unwrap())
+        .collect();
+    admit_set(&objects)
+        .into_iter()
+        .map(|(template, error)| format!("{template}: {error}"))
+        .collect()
+}
+
+fn account(name: &str, namespace: Option<&str>) -> Value {
+    json!({"apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": name, "namespace": namespace}})
+}
+
+fn role(name: &str) -> Value {
+    json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": name}, "rules": []})
+}
+
+#[test]
+fn a_deployment_runs_as_and_a_binding_binds_what_the_same_render_stamps() {
+    let subjects = json!([{"kind": "ServiceAccount", "name": "argo"}]);
+    let passing = vec![
+        account("argo", None),
+        role("argo-role"),
+        binding(role_ref(), subjects.clone()),
+        deployment(json!({})),
+    ];
+    assert_eq!(set_refusals(passing), Vec::<String>::new());
+    let runs_as = "a stamped Deployment runs as a ServiceAccount the templates stamp in team-a";
+    let cases: Vec<(Vec<Value>, String)> = vec![
+        (
+            vec![deployment(json!({}))],
+            format!("t0.yaml: Deployment d: spec.template.spec.serviceAccountName is argo, which they do not; {runs_as}"),
+        ),
+        (
+            vec![account("argo", None), deployment(json!({"serviceAccountName": null}))],
+            format!("t1.yaml: Deployment d: spec.template.spec.serviceAccountName is unset (so the namespace's `default`); {runs_as}"),
+        ),
+        (
+            vec![account("argo", None), deployment(json!({"serviceAccountName": "default"}))],
+            format!("t1.yaml: Deployment d: spec.template.spec.serviceAccountName is default, which they do not; {runs_as}"),
+        ),
+        // One of the same name in flotilla's namespace is not the target's.
+        (
+            vec![account("argo", Some("flotilla-system")), deployment(json!({}))],
+            format!("t1.yaml: Deployment d: spec.template.spec.serviceAccountName is argo, which they do not; {runs_as}"),
+        ),
+        (
+            vec![account("argo", None), deployment(json!({"serviceAccount": "default"}))],
+            "t1.yaml: Deployment d: spec.template.spec.serviceAccount default differs from serviceAccountName; leave out the deprecated field".to_string(),
+        ),
+        (
+            vec![account("argo", None), binding(role_ref(), subjects)],
+            "t1.yaml: RoleBinding b: roleRef names Role argo-role, which the templates do not stamp in team-a; a stamped RoleBinding binds only a Role stamped with it".to_string(),
+        ),
+    ];
+    for (docs, message) in cases {
+        assert_eq!(set_refusals(docs), [message]);
     }
 }
 
