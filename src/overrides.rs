@@ -3,19 +3,16 @@
 //! are accepted, each checked against its declared type and bounds; anything else is refused
 //! with a message naming the annotation, and the namespace keeps what it has.
 
+mod quantity;
+
 use crate::selector::LabelError;
+use quantity::Quantity;
 use regex::Regex;
 use serde::Deserialize;
 use serde_json::{Map, Value};
-use std::collections::BTreeMap;
-use std::sync::LazyLock;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 pub const ANNOTATION_PREFIX: &str = "override.flotilla.dev/";
-
-static QUANTITY: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(\d+(\.\d+)?|\.\d+)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?\d+)?$")
-        .expect("a valid regex")
-});
 
 /// One overridable key as written in the config's `overrides` map.
 #[derive(Debug, Clone, Deserialize)]
@@ -39,7 +36,8 @@ pub enum ValueType {
     String,
     Integer,
     Boolean,
-    /// A Kubernetes quantity such as `500m` or `1Gi`, kept as a string.
+    /// A Kubernetes quantity such as `500m` or `1Gi`, kept as a string. A request
+    /// (`<path>.requests.<resource>`) may not exceed its limit (`<path>.limits.<resource>`).
     Quantity,
 }
 
@@ -98,6 +96,27 @@ pub enum AnnotationError {
     NotABoolean(String),
     #[error("{} is not a Kubernetes quantity (like 500m or 1Gi)", shown(.0))]
     NotAQuantity(String),
+    #[error("{} is above the largest Kubernetes quantity, 2^63-1", shown(.0))]
+    QuantityTooLarge(String),
+    /// After the overrides, a request is above its limit (the API server would refuse the
+    /// workload; the namespace keeps what it has instead). Boxed: a rare error, and the largest.
+    #[error(
+        "{} {} is above its limit {} {}",
+        .0.request,
+        shown(&.0.request_value),
+        .0.limit,
+        shown(&.0.limit_value)
+    )]
+    RequestAboveLimit(Box<AboveLimit>),
+}
+
+/// A request and its limit, by key path and value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AboveLimit {
+    pub request: String,
+    pub request_value: String,
+    pub limit: String,
+    pub limit_value: String,
 }
 
 /// A validated, ready-to-use override declaration.
@@ -195,13 +214,13 @@ impl Override {
                 "false" => Ok(Value::Bool(false)),
                 _ => Err(AnnotationError::NotABoolean(raw.to_string())),
             },
-            ValueType::Quantity => {
-                if QUANTITY.is_match(raw) {
-                    Ok(Value::String(raw.to_string()))
-                } else {
-                    Err(AnnotationError::NotAQuantity(raw.to_string()))
+            ValueType::Quantity => match Quantity::parse(raw) {
+                Ok(_) => Ok(Value::String(raw.to_string())),
+                Err(quantity::Error::Syntax) => Err(AnnotationError::NotAQuantity(raw.to_string())),
+                Err(quantity::Error::TooLarge) => {
+                    Err(AnnotationError::QuantityTooLarge(raw.to_string()))
                 }
-            }
+            },
         }
     }
 }
@@ -238,6 +257,8 @@ pub fn apply(
 ) -> Result<Map<String, Value>, Vec<RefusedOverride>> {
     let mut result = values.clone();
     let mut errors = Vec::new();
+    // The annotation that set each value.
+    let mut set: HashMap<&[String], &String> = HashMap::new();
     for (annotation, raw) in annotations {
         let Some(key) = annotation.strip_prefix(ANNOTATION_PREFIX) else {
             continue;
@@ -257,16 +278,78 @@ pub fn apply(
             Ok(value) => {
                 if let Some(slot) = lookup_mut(&mut result, &declaration.path) {
                     *slot = value;
+                    set.insert(&declaration.path, annotation);
                 }
             }
             Err(error) => errors.push(refuse(error)),
         }
     }
+    errors.extend(requests_above_limits(&result, declared, &set));
     if errors.is_empty() {
         Ok(result)
     } else {
         Err(errors)
     }
+}
+
+/// The requests above their limits in `values`, each refused on the annotation that set the
+/// request (or else the limit): the pairs are `<path>.requests.<resource>` and
+/// `<path>.limits.<resource>` of the declared quantity keys, where an annotation set either.
+/// A pair no annotation touched is the config's own, and left to the API server.
+fn requests_above_limits(
+    values: &Map<String, Value>,
+    declared: &[Override],
+    set: &HashMap<&[String], &String>,
+) -> Vec<RefusedOverride> {
+    let pairs: BTreeSet<(Vec<String>, Vec<String>)> = declared
+        .iter()
+        .filter(|o| o.spec.value_type == ValueType::Quantity)
+        .filter_map(|o| {
+            let [parent @ .., bound, resource] = o.path.as_slice() else {
+                return None;
+            };
+            if bound != "requests" && bound != "limits" {
+                return None;
+            }
+            let at = |bound: &str| [parent, &[bound.to_string(), resource.clone()]].concat();
+            Some((at("requests"), at("limits")))
+        })
+        .collect();
+    let mut refused = Vec::new();
+    for (request, limit) in pairs {
+        let Some(annotation) = set
+            .get(request.as_slice())
+            .or_else(|| set.get(limit.as_slice()))
+        else {
+            continue;
+        };
+        let quantity = |path: &[String]| {
+            let text = match lookup(values, path)? {
+                Value::String(s) => s.clone(),
+                Value::Number(n) => n.to_string(),
+                _ => return None,
+            };
+            Some((Quantity::parse(&text).ok()?, text))
+        };
+        // One the config set to something that is no quantity: the API server will say so.
+        let (Some((requested, request_value)), Some((limited, limit_value))) =
+            (quantity(&request), quantity(&limit))
+        else {
+            continue;
+        };
+        if requested > limited {
+            refused.push(RefusedOverride {
+                annotation: (*annotation).clone(),
+                error: AnnotationError::RequestAboveLimit(Box::new(AboveLimit {
+                    request: request.join("."),
+                    request_value,
+                    limit: limit.join("."),
+                    limit_value,
+                })),
+            });
+        }
+    }
+    refused
 }
 
 fn list(keys: &[String]) -> String {

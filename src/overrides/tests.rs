@@ -154,6 +154,19 @@ fn annotation_errors_read_as_documented() {
             r#""yes" is not true or false"#.into(),
         ),
         (
+            AnnotationError::QuantityTooLarge("1e19".into()),
+            r#""1e19" is above the largest Kubernetes quantity, 2^63-1"#.into(),
+        ),
+        (
+            AnnotationError::RequestAboveLimit(Box::new(AboveLimit {
+                request: "r.requests.cpu".into(),
+                request_value: "2".into(),
+                limit: "r.limits.cpu".into(),
+                limit_value: "1".into(),
+            })),
+            r#"r.requests.cpu "2" is above its limit r.limits.cpu "1""#.into(),
+        ),
+        (
             AnnotationError::NotAQuantity(long.clone()),
             format!(
                 "{:?}… (101 bytes) is not a Kubernetes quantity (like 500m or 1Gi)",
@@ -319,4 +332,144 @@ fn declarations_are_checked_against_values() {
             (message, setting)
         );
     }
+}
+
+#[test]
+fn quantities_are_ascii_digits_and_suffixes_only() {
+    // Unicode digits (Arabic-Indic, Devanagari, full-width) are digits to `\d`, not to the API
+    // server.
+    for raw in ["٥", "٥Gi", "1٥Mi", "५00m", "１Gi", "1e٣"] {
+        let errors = apply(
+            &values(),
+            &declared(),
+            &annotations(&[("resources.limits.memory", raw)]),
+        )
+        .expect_err(raw);
+        assert_eq!(
+            errors[0].error,
+            AnnotationError::NotAQuantity(raw.into()),
+            "{raw}"
+        );
+    }
+    let errors = apply(
+        &values(),
+        &declared(),
+        &annotations(&[("resources.limits.memory", "9Ei")]),
+    )
+    .unwrap_err();
+    assert_eq!(
+        refusals(&errors),
+        [
+            r#"override.flotilla.dev/resources.limits.memory: "9Ei" is above the largest Kubernetes quantity, 2^63-1"#
+        ]
+    );
+}
+
+/// The config's resources, as flotilla.yaml has them, with every quantity overridable.
+fn resources() -> (Map<String, Value>, Vec<Override>) {
+    let values = json!({
+        "resources": {
+            "requests": {"cpu": "100m", "memory": "64Mi"},
+            "limits": {"cpu": "500m", "memory": "512Mi"},
+        },
+        "sidecar": {"requests": {"cpu": 1}, "limits": {"cpu": 2}},
+    })
+    .as_object()
+    .unwrap()
+    .clone();
+    let declared = [
+        "resources.requests.cpu",
+        "resources.requests.memory",
+        "resources.limits.cpu",
+        "resources.limits.memory",
+        "sidecar.limits.cpu",
+    ]
+    .iter()
+    .map(|key| {
+        let spec = serde_json::from_value(json!({"type": "quantity"})).unwrap();
+        Override::new(key, spec, &values).unwrap()
+    })
+    .collect();
+    (values, declared)
+}
+
+#[test]
+fn a_request_above_its_limit_is_refused_on_the_annotation_that_set_it() {
+    let (values, declared) = resources();
+    let refused = |pairs: &[(&str, &str)]| match apply(&values, &declared, &annotations(pairs)) {
+        Ok(_) => Vec::new(),
+        Err(errors) => refusals(&errors),
+    };
+    // Within the limits, in any form the API server reads: accepted.
+    for pairs in [
+        &[("resources.requests.cpu", "0.5")][..],
+        &[("resources.requests.cpu", "500m")],
+        &[("resources.requests.memory", "0.5Gi")],
+        &[("resources.requests.memory", "536870912")],
+        &[("resources.limits.memory", "64Mi")],
+        &[
+            ("resources.limits.cpu", "100m"),
+            ("resources.requests.cpu", "0.1"),
+        ],
+        &[
+            ("resources.requests.cpu", "2"),
+            ("resources.limits.cpu", "2000m"),
+        ],
+        &[("sidecar.limits.cpu", "1")],
+    ] {
+        assert_eq!(refused(pairs), Vec::<String>::new(), "{pairs:?}");
+    }
+    assert_eq!(
+        refused(&[("resources.requests.memory", "1Gi")]),
+        [
+            r#"override.flotilla.dev/resources.requests.memory: resources.requests.memory "1Gi" is above its limit resources.limits.memory "512Mi""#
+        ]
+    );
+    // Only the limit overridden: it is the one named.
+    assert_eq!(
+        refused(&[("resources.limits.cpu", "99m")]),
+        [
+            r#"override.flotilla.dev/resources.limits.cpu: resources.requests.cpu "100m" is above its limit resources.limits.cpu "99m""#
+        ]
+    );
+    // Both: the request is named. 1 Gi is more than 1 G.
+    assert_eq!(
+        refused(&[
+            ("resources.requests.memory", "1Gi"),
+            ("resources.limits.memory", "1G"),
+        ]),
+        [
+            r#"override.flotilla.dev/resources.requests.memory: resources.requests.memory "1Gi" is above its limit resources.limits.memory "1G""#
+        ]
+    );
+    // A number in the config's values is a quantity too; a limit's own pair is found from it.
+    assert_eq!(
+        refused(&[("sidecar.limits.cpu", "999m")]),
+        [
+            r#"override.flotilla.dev/sidecar.limits.cpu: sidecar.requests.cpu "1" is above its limit sidecar.limits.cpu "999m""#
+        ]
+    );
+    // Every refusal is reported, the pair's after the annotations' own.
+    assert_eq!(
+        refused(&[
+            ("resources.requests.cpu", "4"),
+            ("resources.requests.memory", "lots"),
+        ]),
+        [
+            r#"override.flotilla.dev/resources.requests.memory: "lots" is not a Kubernetes quantity (like 500m or 1Gi)"#,
+            r#"override.flotilla.dev/resources.requests.cpu: resources.requests.cpu "4" is above its limit resources.limits.cpu "500m""#,
+        ]
+    );
+}
+
+#[test]
+fn a_pair_no_annotation_touched_is_left_to_the_api_server() {
+    let (mut values, declared) = resources();
+    values["resources"]["requests"]["cpu"] = json!("1");
+    let result = apply(
+        &values,
+        &declared,
+        &annotations(&[("resources.limits.memory", "1Gi")]),
+    );
+    assert!(result.is_ok(), "{result:?}");
 }

@@ -655,7 +655,7 @@ fn default_templates_render_a_hardened_controller() {
         "team-a",
         &[
             ("override.flotilla.dev/resources.limits.cpu", "2"),
-            ("override.flotilla.dev/resources.requests.memory", "1Gi"),
+            ("override.flotilla.dev/resources.requests.memory", "256Mi"),
             ("override.flotilla.dev/logLevel", "debug"),
             ("override.flotilla.dev/parallelism", "500"),
         ],
