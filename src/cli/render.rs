@@ -2,6 +2,7 @@
 //! with `--live`, for a namespace as it is in the cluster).
 
 use super::{CliError, live};
+use flotilla::config::is_dns_label;
 use flotilla::plan::NamespaceState;
 use flotilla::render::{NamespaceInput, to_yaml};
 use flotilla::selector;
@@ -35,6 +36,13 @@ fn key_value(s: &str) -> Result<(String, String), String> {
 }
 
 pub fn render(config_path: &Path, args: &RenderArgs) -> Result<(), CliError> {
+    // No Namespace can have such a name: what it would render could never be applied.
+    if !is_dns_label(&args.namespace) {
+        return Err(CliError(anyhow::anyhow!(
+            "namespace {:?} is not a valid namespace name (a DNS label: at most 63 characters of lowercase letters, digits and '-', starting and ending with a letter or digit)",
+            args.namespace
+        )));
+    }
     let (config, renderer) = super::load(config_path)?;
     let input = if args.live {
         live::runtime()?.block_on(async {

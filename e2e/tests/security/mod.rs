@@ -41,6 +41,11 @@ fn bad_templates_are_reported_by_check_render_and_run_with_file_and_line() {
     offline::bad_templates_are_reported_by_check_render_and_run_with_file_and_line();
 }
 
+#[test]
+fn render_refuses_a_namespace_name_that_is_not_a_dns_label() {
+    offline::render_refuses_a_namespace_name_that_is_not_a_dns_label();
+}
+
 // ---- Templates on a live fleet (templates.rs). ----
 
 #[tokio::test]

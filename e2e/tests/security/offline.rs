@@ -282,3 +282,54 @@ fn a_name_from_the_namespace_fails_check_and_rbac_not_render(config: &str) {
     assert_eq!(code, Some(0), "render: {stderr}");
     assert!(stdout.contains("name: team-a-entry"), "render: {stdout}");
 }
+
+/// `render` for a name no Namespace can have (not a DNS label): refused with exit 2 before the
+/// config is even read, rather than printing objects that could never be applied.
+pub(super) fn render_refuses_a_namespace_name_that_is_not_a_dns_label() {
+    let (_dir, path) = offline_config(
+        "selector: e2e.flotilla.dev/offline=on\nvalues: {image: \"ctrl:v1\"}\n",
+        &[("good.yaml", GOOD)],
+    );
+    let config = path.to_str().unwrap();
+    let (code, stdout, stderr) = offline(&["render", "--config", config, "-n", "team-a"]);
+    assert_eq!(
+        code,
+        Some(0),
+        "a valid name renders (positive control): {stderr}"
+    );
+    assert!(stdout.contains("name: good"), "{stdout}");
+    let long = "a".repeat(64);
+    for name in [
+        "Team-A",
+        "team_a",
+        "team.a",
+        "-team",
+        "team-",
+        "team a",
+        "tëam",
+        "team\nkind: Secret",
+        "",
+        long.as_str(),
+    ] {
+        let namespace = format!("--namespace={name}");
+        let (code, stdout, stderr) = offline(&["render", "--config", config, &namespace]);
+        let at = format!("{name:?}: stdout {stdout:?}, stderr {stderr:?}");
+        assert_eq!((code, stdout.as_str()), (Some(2), ""), "{at}");
+        assert!(
+            stderr.starts_with(&format!(
+                "error: namespace {name:?} is not a valid namespace name (a DNS label"
+            )),
+            "{at}"
+        );
+    }
+    // Before the config is read: a missing config is not what it reports.
+    let (code, _, stderr) = offline(&[
+        "render",
+        "--config",
+        "/nonexistent/flotilla.yaml",
+        "-n",
+        "Team-A",
+    ]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("is not a valid namespace name"), "{stderr}");
+}
