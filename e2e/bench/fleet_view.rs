@@ -8,6 +8,7 @@ use flotilla::controller::events::{self, Reason};
 use flotilla::object::Stamped;
 use flotilla::status::{self, NamespaceWorker, Observation};
 use k8s_openapi::api::core::v1::Event;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, Resource};
 use std::time::Duration;
@@ -48,7 +49,8 @@ pub async fn write(
         .patch_status(namespace, &params, &Patch::Merge(&patch))
         .await?;
     let note = events::applied(objects.len(), 0, revision);
-    let event = events::event(Reason::Applied, &note, &worker.object_ref(&()), None);
+    let reference = worker.object_ref(&());
+    let event = events::event(Reason::Applied, &note, &reference, None, Timestamp::now());
     let events: Api<Event> = Api::namespaced(client.clone(), events::EVENT_NAMESPACE);
     events.create(&PostParams::default(), &event).await?;
     Ok(())

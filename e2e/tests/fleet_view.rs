@@ -1,11 +1,12 @@
 //! What a cluster admin sees and steers: NamespaceWorker status and phases, Events, per-namespace
 //! overrides, `flotilla diff`, `flotilla check` and `flotilla status`.
 
+use crate::audit::is_write;
 use crate::harness::*;
 use flotilla::status::{NamespaceWorker, Phase};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Event, Namespace, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, ResourceExt};
 use kube::runtime::{WatchStreamExt, watcher};
 use std::sync::{Arc, Mutex};
@@ -264,6 +265,92 @@ async fn events_are_published_once_per_occurrence() {
             .len(),
         1
     );
+    let _ = namespaces.delete(ns, &DeleteParams::default()).await;
+}
+
+/// Someone re-editing a stamped object every second: every edit is reverted, and the Events
+/// about it cost at most one write a minute: one DriftRepaired Event for the object, on the
+/// NamespaceWorker, created at the first repair and updated a minute later with the count.
+#[tokio::test]
+async fn an_edit_loop_costs_at_most_one_event_write_a_minute() {
+    let client = admin().await;
+    let fleet = Fleet::new("edit-loop");
+    let ns = "edit-loop-a";
+    let _flotilla = fleet.start();
+    fleet.namespace(&client, ns, true).await;
+    let worker_uid = wait_phase(&client, ns, Phase::Progressing)
+        .await
+        .uid()
+        .unwrap();
+    fleet.wait_stamped(&client, ns).await;
+    let audit = AuditWindow::open();
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let name = "workflow-controller-configmap";
+    let parallelism = |cm: &ConfigMap| cm.data.as_ref()?.get("parallelism").cloned();
+    let started = std::time::Instant::now();
+    let mut edits = 0;
+    while started.elapsed() < Duration::from_secs(10) {
+        let edit = serde_json::json!({"data": {"parallelism": format!("9{edits}")}});
+        configmaps
+            .patch(name, &PatchParams::default(), &Patch::Merge(edit))
+            .await
+            .unwrap();
+        edits += 1;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    eventually("the last edit reverted", || async {
+        let cm = configmaps.get(name).await.ok()?;
+        (parallelism(&cm).as_deref() == Some("50")).then_some(())
+    })
+    .await;
+    // The repairs' Event: one, counting them once its minute is up.
+    let event = eventually_within(
+        Duration::from_secs(90),
+        "the DriftRepaired Event to count the repairs",
+        || async {
+            let repaired = events(&client, "NamespaceWorker", &worker_uid, "DriftRepaired").await;
+            assert!(repaired.len() <= 1, "an Event per repair: {repaired:#?}");
+            repaired.into_iter().find(|e| e.count > Some(1))
+        },
+    )
+    .await;
+    // Give the audit log a moment to hold the request that wrote it.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let requests = audit.requests(FLOTILLA_USER, None);
+    let writes_of = |resource: &str| -> Vec<String> {
+        requests
+            .iter()
+            .filter(|e| is_write(e) && e["objectRef"]["resource"] == resource)
+            .map(|e| format!("{} {}", e["verb"], e["requestURI"]))
+            .collect()
+    };
+    // Positive control: the window holds flotilla's repairs, each one counted.
+    let repairs = writes_of("configmaps").len();
+    assert!(repairs * 2 >= edits, "{repairs} repairs of {edits} edits");
+    assert_eq!(event.count, Some(repairs as i32), "{event:#?}");
+    let event_writes = writes_of("events");
+    println!(
+        "{edits} edits, {repairs} repairs, Event count {:?}, Event writes {event_writes:?}",
+        event.count
+    );
+    assert_eq!(
+        event_writes
+            .iter()
+            .filter(|w| w.starts_with("\"create\""))
+            .count(),
+        1,
+        "{event_writes:?}"
+    );
+    assert!(event_writes.len() <= 2, "{event_writes:?}");
+    let note = event.message.clone().unwrap_or_default();
+    assert!(
+        note.contains(&format!("ConfigMap {ns}/{name}"))
+            && note.contains(&format!("{repairs} times")),
+        "{note}"
+    );
+    fleet.set_opt_in(&client, ns, None).await;
+    fleet.wait_reaped(&client, ns).await;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
     let _ = namespaces.delete(ns, &DeleteParams::default()).await;
 }
 

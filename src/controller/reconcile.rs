@@ -86,6 +86,7 @@ pub async fn reconcile(ctx: &Context, name: &str) -> Result<Outcome, Error> {
         &ctx.events,
         name,
         &outcome,
+        &tally.repaired,
         previous.as_ref(),
         &status,
         &about,
@@ -135,6 +136,8 @@ struct Tally {
     health: Option<Health>,
     /// What was found in sync this time: what is remembered next time.
     verified: HashMap<ObjectKey, Verified>,
+    /// The objects whose drift was repaired.
+    repaired: Vec<ObjectKey>,
     first_error: Option<Error>,
 }
 
@@ -145,6 +148,7 @@ impl Tally {
             conflicts: Vec::new(),
             health: None,
             verified: HashMap::new(),
+            repaired: Vec::new(),
             first_error: None,
         };
         for result in done {
@@ -160,6 +164,7 @@ impl Tally {
                 }
                 Ok(Done::DriftRepaired(key, v)) => {
                     tally.outcome.drift_repaired += 1;
+                    tally.repaired.push(key.clone());
                     (key, v)
                 }
                 Ok(Done::Conflict(key, reason)) => {

@@ -3,6 +3,7 @@
 //! appears or changes, not on every resync.
 
 use super::events::{self, Events, Reason};
+use crate::object::ObjectKey;
 use crate::plan::NamespaceState;
 use crate::status::{Phase, WorkerStatus};
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -92,11 +93,12 @@ fn namespace_reference(namespace: &NamespaceState) -> ObjectReference {
     }
 }
 
-/// Logs and publishes Events for a sync.
+/// Logs and publishes Events for a sync; `repaired` are the objects whose drift it repaired.
 pub fn synced(
     events: &Events,
     name: &str,
     outcome: &Outcome,
+    repaired: &[ObjectKey],
     previous: Option<&WorkerStatus>,
     status: &WorkerStatus,
     about: &About,
@@ -105,12 +107,10 @@ pub fn synced(
         let note = events::applied(outcome.created, outcome.updated, &status.revision);
         events.publish(Reason::Applied, note, &about.routine());
     }
-    if outcome.drift_repaired > 0 {
-        let note = format!(
-            "reverted {} edited objects to their templates",
-            outcome.drift_repaired
-        );
-        events.publish(Reason::DriftRepaired, note, &about.routine());
+    // One Event per object, aggregated over its repeated repairs (events/aggregate.rs).
+    let [regarding] = about.routine();
+    for object in repaired {
+        events.drift_repaired(object, regarding);
     }
     let news = previous.is_none_or(|p| p.phase != status.phase || p.message != status.message);
     let reason = match status.phase {
