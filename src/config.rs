@@ -195,7 +195,10 @@ pub struct Config {
     /// bursts of up to `api_burst`.
     pub api_qps: u32,
     pub api_burst: u32,
-    /// Every namespace is re-checked this often, so drift the watches missed is still repaired.
+    /// Every namespace is looked at this often even without events, against the watch caches:
+    /// namespaces known only from stamped objects' labels are reaped and status deadlines met.
+    /// Objects are not re-read; drift reaches flotilla through the watches, which relist when
+    /// they break.
     pub resync_seconds: u64,
     /// A worker whose Deployment stays unavailable this long is Degraded.
     pub degraded_after_seconds: u64,
