@@ -7,6 +7,7 @@ mod locate;
 pub use error::{ConfigError, ConfigProblem};
 
 use crate::overrides::{Override, OverrideSpec};
+use crate::rollout::{Amount, AmountFile, OnFailure, Strategy};
 use crate::selector;
 use crate::yaml_error::YamlError;
 use kube::core::Selector;
@@ -46,6 +47,21 @@ struct ConfigFile {
     leader_election: LeaderElection,
     #[serde(default)]
     policy: PolicyFile,
+    #[serde(default)]
+    rollout: RolloutFile,
+}
+
+/// How a new revision reaches the fleet (`rollout::Strategy`, whose defaults these are).
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RolloutFile {
+    canary: Option<String>,
+    max_unavailable: Option<AmountFile>,
+    soak_seconds: Option<u64>,
+    progress_deadline_seconds: Option<u64>,
+    max_failures: Option<AmountFile>,
+    on_failure: Option<OnFailure>,
+    revision_history_limit: Option<usize>,
 }
 
 /// What a template may ask for beyond flotilla's fixed rules (`render::policy`), and which
@@ -206,8 +222,11 @@ pub struct Config {
     pub values: serde_json::Map<String, serde_json::Value>,
     /// The values a Namespace may override for itself, by annotation.
     pub overrides: Vec<Override>,
+    /// The same, as written: part of every revision.
+    pub override_specs: BTreeMap<String, OverrideSpec>,
     pub leader_election: LeaderElection,
     pub policy: Policy,
+    pub rollout: Strategy,
 }
 
 impl Config {
@@ -279,7 +298,9 @@ impl ConfigFile {
                 return Err(refused(key, ConfigProblem::AtLeast(minimum)));
             }
         }
+        let rollout = self.rollout.validate()?;
         let mut overrides = Vec::new();
+        let override_specs = self.overrides.clone();
         for (key, spec) in self.overrides {
             let declaration = Override::new(&key, spec, &self.values).map_err(|e| {
                 let path = match e.setting() {
@@ -323,11 +344,60 @@ impl ConfigFile {
             degraded_after_seconds: self.degraded_after_seconds,
             values: self.values,
             overrides,
+            override_specs,
             leader_election: self.leader_election,
             policy: Policy {
                 allow_service_types: self.policy.allow_service_types,
                 allow_namespaces: self.policy.allow_namespaces,
             },
+            rollout,
+        })
+    }
+}
+
+impl RolloutFile {
+    fn validate(self) -> Result<Strategy, (String, ConfigProblem)> {
+        let defaults = Strategy::default();
+        let canary = self
+            .canary
+            .map(|text| {
+                selector::parse(&text)
+                    .map_err(|e| refused("rollout.canary", ConfigProblem::Selector(e)))
+            })
+            .transpose()?;
+        let amount = |key: &str, written: Option<AmountFile>, default: Amount| {
+            written.map_or(Ok(default), |w| {
+                Amount::parse(&w).map_err(|e| refused(key, ConfigProblem::Amount(e)))
+            })
+        };
+        let history_limit = self
+            .revision_history_limit
+            .unwrap_or(defaults.history_limit);
+        if history_limit < 1 {
+            return Err(refused(
+                "rollout.revisionHistoryLimit",
+                ConfigProblem::AtLeast(1),
+            ));
+        }
+        let seconds = |s: Option<u64>, default: std::time::Duration| {
+            s.map_or(default, std::time::Duration::from_secs)
+        };
+        Ok(Strategy {
+            canary,
+            max_unavailable: amount(
+                "rollout.maxUnavailable",
+                self.max_unavailable,
+                defaults.max_unavailable,
+            )?,
+            soak: seconds(self.soak_seconds, defaults.soak),
+            progress_deadline: seconds(self.progress_deadline_seconds, defaults.progress_deadline),
+            max_failures: amount(
+                "rollout.maxFailures",
+                self.max_failures,
+                defaults.max_failures,
+            )?,
+            on_failure: self.on_failure.unwrap_or(defaults.on_failure),
+            history_limit,
         })
     }
 }

@@ -17,6 +17,7 @@ pub mod ownership;
 pub mod plan;
 pub mod rbac;
 pub mod render;
+pub mod rollout;
 pub mod selector;
 pub mod status;
 pub mod sync;

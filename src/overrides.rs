@@ -8,14 +8,15 @@ mod quantity;
 use crate::selector::LabelError;
 use quantity::Quantity;
 use regex::Regex;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 pub const ANNOTATION_PREFIX: &str = "override.flotilla.dev/";
 
-/// One overridable key as written in the config's `overrides` map.
-#[derive(Debug, Clone, Deserialize)]
+/// One overridable key as written in the config's `overrides` map (and kept, as written, in
+/// every revision).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OverrideSpec {
     #[serde(rename = "type")]
@@ -30,7 +31,7 @@ pub struct OverrideSpec {
     pub maximum: Option<i64>,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub enum ValueType {
     String,

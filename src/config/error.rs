@@ -86,6 +86,8 @@ pub enum ConfigProblem {
     Length { min: usize, max: usize },
     #[error("must be at least {0}")]
     AtLeast(u64),
+    #[error("{0}")]
+    Amount(String),
     #[error(transparent)]
     Override(OverrideError),
     #[error("{} is not a directory", .0.display())]

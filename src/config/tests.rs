@@ -29,6 +29,35 @@ fn defaults_apply_to_an_empty_file() {
 }
 
 #[test]
+fn rollout_defaults_are_safe_and_each_setting_is_read() {
+    let config = parse("").unwrap();
+    let defaults = &config.rollout;
+    assert_eq!(defaults.max_unavailable, Amount::Percent(10));
+    assert_eq!(defaults.max_failures, Amount::Count(0));
+    assert_eq!(defaults.on_failure, OnFailure::Pause);
+    assert_eq!(defaults.soak.as_secs(), 60);
+    assert_eq!(defaults.history_limit, 10);
+    let config = parse(
+        "rollout:\n  canary: tier=canary\n  maxUnavailable: 5\n  soakSeconds: 2\n  progressDeadlineSeconds: 30\n  maxFailures: 10%\n  onFailure: Rollback\n  revisionHistoryLimit: 3\n",
+    )
+    .unwrap();
+    let r = &config.rollout;
+    assert!(r.canary.is_some());
+    assert_eq!(r.max_unavailable, Amount::Count(5));
+    assert_eq!((r.soak.as_secs(), r.progress_deadline.as_secs()), (2, 30));
+    assert_eq!(r.max_failures, Amount::Percent(10));
+    assert_eq!(r.on_failure, OnFailure::Rollback);
+    assert_eq!(r.history_limit, 3);
+    assert_eq!(
+        parse("rollout:\n  maxUnavailable: \"100%\"\n")
+            .unwrap()
+            .rollout
+            .max_unavailable,
+        Amount::Percent(100)
+    );
+}
+
+#[test]
 fn policy_allows_what_it_names() {
     let config = parse(
         "policy:\n  allowServiceTypes: [ClusterIP, LoadBalancer]\n  allowNamespaces: [kube-system]\n",
@@ -73,6 +102,18 @@ fn refused_values_are_named_by_file_line_and_key() {
         ("apiQps: 0\n", "line 1: apiQps: must be at least 1".into()),
         ("apiBurst: 0\n", "line 1: apiBurst: must be at least 1".into()),
         ("\n\nresyncSeconds: 0\n", "line 3: resyncSeconds: must be at least 1".into()),
+        (
+            "rollout:\n  soakSeconds: 5\n  maxUnavailable: 10 percent\n",
+            "line 3: rollout.maxUnavailable: \"10 percent\" is neither a count (5) nor a share of the fleet from 0% to 100% (\"25%\")".into(),
+        ),
+        (
+            "rollout:\n  maxFailures: 200%\n",
+            "line 2: rollout.maxFailures: \"200%\" is neither a count (5) nor a share of the fleet from 0% to 100% (\"25%\")".into(),
+        ),
+        (
+            "rollout:\n  revisionHistoryLimit: 0\n",
+            "line 2: rollout.revisionHistoryLimit: must be at least 1".into(),
+        ),
         (
             "leaderElection:\n  leaseDurationSeconds: 2\n",
             "line 2: leaderElection.leaseDurationSeconds: must be at least 3".into(),
@@ -142,7 +183,7 @@ fn yaml_errors_name_line_column_and_key_then_show_the_spot() {
         // The parser names an unknown key itself.
         (
             "selectr: a=b\n",
-            "line 1 column 1: unknown field `selectr`, expected one of selector, templates, namespace, instance, fieldManager, concurrency, apiQps, apiBurst, resyncSeconds, degradedAfterSeconds, values, overrides, leaderElection, policy",
+            "line 1 column 1: unknown field `selectr`, expected one of selector, templates, namespace, instance, fieldManager, concurrency, apiQps, apiBurst, resyncSeconds, degradedAfterSeconds, values, overrides, leaderElection, policy, rollout",
         ),
         (
             "values: {n: 1}\noverrides:\n  n: {type: number}\n",

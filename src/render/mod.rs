@@ -54,6 +54,7 @@ impl Renderer {
         let revision = revision::revision(
             sources.iter().map(|(n, s)| (n.as_str(), s.as_str())),
             &config.values,
+            &config.override_specs,
             &config.instance,
             &config.namespace,
         );

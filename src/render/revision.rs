@@ -1,6 +1,8 @@
 //! Content hashes: a fleet-wide revision of templates and values, and a per-object hash.
 
+use crate::overrides::OverrideSpec;
 use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
 
 /// Hex of the first 8 bytes of a SHA-256: short enough for a kubectl column, long enough that
 /// two revisions of one fleet never collide in practice.
@@ -11,10 +13,12 @@ fn short_hash(digest: Sha256) -> String {
         .collect()
 }
 
-/// The revision of everything templates are rendered from, except the namespace itself.
+/// The revision of everything templates are rendered from, except the namespace itself: the
+/// templates, the values, and what namespaces may override.
 pub fn revision<'a>(
     templates: impl IntoIterator<Item = (&'a str, &'a str)>,
     values: &serde_json::Map<String, serde_json::Value>,
+    overrides: &BTreeMap<String, OverrideSpec>,
     instance: &str,
     own_namespace: &str,
 ) -> String {
@@ -26,6 +30,9 @@ pub fn revision<'a>(
         }
     }
     digest.update(serde_json::Value::Object(values.clone()).to_string());
+    digest.update([0]);
+    // A map serializes in key order: the same declarations always hash the same.
+    digest.update(serde_json::to_string(overrides).unwrap_or_default());
     digest.update([0]);
     digest.update(instance);
     digest.update([0]);
@@ -46,6 +53,8 @@ mod tests {
     #[test]
     fn revision_changes_with_any_input() {
         let values = serde_json::Map::new();
+        let none = BTreeMap::new();
+        let revision = |t, v, i, n| super::revision(t, v, &none, i, n);
         let base = revision([("a.yaml", "x")], &values, "i", "ns");
         assert_eq!(base.len(), 16);
         assert_eq!(base, revision([("a.yaml", "x")], &values, "i", "ns"));
@@ -57,6 +66,13 @@ mod tests {
         other.insert("k".into(), json!(1));
         assert_ne!(base, revision([("a.yaml", "x")], &other, "i", "ns"));
         assert_ne!(base, revision([("a.yaml", "x")], &values, "j", "ns"));
+        let spec: OverrideSpec = serde_json::from_value(json!({"type": "integer"})).unwrap();
+        let overridable = BTreeMap::from([("k".to_string(), spec)]);
+        assert_ne!(
+            base,
+            super::revision([("a.yaml", "x")], &values, &overridable, "i", "ns"),
+            "what may be overridden is part of the revision"
+        );
     }
 
     #[test]

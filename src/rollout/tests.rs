@@ -1,0 +1,258 @@
+use super::plan::{Member, Phase, State, step};
+use super::strategy::{Amount, OnFailure, Strategy};
+use k8s_openapi::jiff::Timestamp;
+use std::time::Duration;
+
+const OLD: &str = "old";
+const NEW: &str = "new";
+
+fn t(seconds: i64) -> Timestamp {
+    Timestamp::from_second(1_800_000_000 + seconds).unwrap()
+}
+
+fn strategy(max_unavailable: Amount) -> Strategy {
+    Strategy {
+        max_unavailable,
+        soak: Duration::from_secs(2),
+        progress_deadline: Duration::from_secs(30),
+        ..Strategy::default()
+    }
+}
+
+/// `n` namespaces healthy at the old revision for long; the first `canaries` are canaries.
+fn fleet(n: usize, canaries: usize) -> Vec<Member> {
+    (0..n)
+        .map(|i| Member {
+            name: format!("ns-{i:02}"),
+            canary: i < canaries,
+            applied: Some(OLD.into()),
+            applied_since: Some(t(-1000)),
+            healthy_since: Some(t(-1000)),
+            failing: false,
+            reconciled_at: Some(t(-1000)),
+        })
+        .collect()
+}
+
+/// What the cluster does between steps: admitted namespaces are applied at the target; at the
+/// next step those whose image is good are healthy.
+fn cluster(members: &mut [Member], state: &State, now: Timestamp, good: bool) {
+    for m in members.iter_mut() {
+        let pin = state.pin(&m.name, m.applied.as_deref(), true).to_string();
+        if m.applied.as_deref() != Some(&pin) {
+            m.applied = Some(pin);
+            m.applied_since = Some(now);
+            m.healthy_since = None;
+            m.reconciled_at = Some(now);
+        } else if m.healthy_since.is_none() && (good || m.applied.as_deref() == Some(OLD)) {
+            m.healthy_since = Some(now);
+        }
+    }
+}
+
+struct Run {
+    states: Vec<State>,
+    /// The namespaces moved, in the order they were.
+    order: Vec<String>,
+    peak_unavailable: usize,
+    members: Vec<Member>,
+}
+
+fn run(mut members: Vec<Member>, strategy: &Strategy, good: bool, seconds: i64) -> Run {
+    let mut state = State::settled(OLD).retarget(NEW);
+    let mut run = Run {
+        states: Vec::new(),
+        order: Vec::new(),
+        peak_unavailable: 0,
+        members: Vec::new(),
+    };
+    for second in 0..seconds {
+        let now = t(second);
+        let step = step(&state, &members, strategy, false, now);
+        run.order.extend(step.admitted.iter().cloned());
+        run.peak_unavailable = run.peak_unavailable.max(step.counts.unavailable);
+        state = step.state;
+        run.states.push(state.clone());
+        cluster(&mut members, &state, now, good);
+    }
+    run.members = members;
+    run
+}
+
+#[test]
+fn canaries_go_first_then_at_most_max_unavailable_at_a_time() {
+    let strategy = strategy(Amount::Count(5));
+    let run = run(fleet(40, 2), &strategy, true, 120);
+    assert_eq!(run.order[..2], ["ns-00", "ns-01"], "canaries first");
+    assert_eq!(run.order.len(), 40, "each moved once: {:?}", run.order);
+    assert_eq!(run.peak_unavailable, 5);
+    let last = run.states.last().unwrap();
+    assert_eq!(last.phase, Phase::Complete);
+    assert_eq!(last.stable, NEW);
+    assert!(
+        run.members
+            .iter()
+            .all(|m| m.applied.as_deref() == Some(NEW))
+    );
+    // Nothing but the canaries moves until they are healthy and soaked.
+    let first_other = run
+        .states
+        .iter()
+        .position(|s| s.admitted.keys().any(|n| n != "ns-00" && n != "ns-01"))
+        .unwrap();
+    assert!(first_other >= 3, "others moved at second {first_other}");
+}
+
+#[test]
+fn a_whole_fleet_at_once_is_max_unavailable_100_percent() {
+    let run = run(fleet(40, 0), &strategy(Amount::Percent(100)), true, 10);
+    assert_eq!(run.states[0].admitted.len(), 40);
+    assert_eq!(run.states.last().unwrap().phase, Phase::Complete);
+}
+
+#[test]
+fn a_bad_revision_stops_after_the_canaries_and_the_rest_keep_theirs() {
+    let strategy = strategy(Amount::Count(5));
+    let run = run(fleet(40, 2), &strategy, false, 60);
+    let last = run.states.last().unwrap();
+    assert_eq!(last.phase, Phase::Failed);
+    assert_eq!(
+        last.failed.iter().collect::<Vec<_>>(),
+        ["ns-00", "ns-01"],
+        "failed at the deadline"
+    );
+    assert_eq!(run.order, ["ns-00", "ns-01"]);
+    for m in &run.members[2..] {
+        assert_eq!(last.pin(&m.name, m.applied.as_deref(), true), OLD);
+    }
+    // The deadline counts from the apply: nothing failed before it.
+    let failed_at = run
+        .states
+        .iter()
+        .position(|s| !s.failed.is_empty())
+        .unwrap();
+    assert_eq!(failed_at, 30);
+}
+
+#[test]
+fn past_the_budget_a_rollback_returns_the_updated_namespaces() {
+    let strategy = Strategy {
+        on_failure: OnFailure::Rollback,
+        ..strategy(Amount::Count(5))
+    };
+    let run = run(fleet(40, 2), &strategy, false, 60);
+    let last = run.states.last().unwrap();
+    assert_eq!(last.phase, Phase::RolledBack);
+    assert!(
+        run.members
+            .iter()
+            .all(|m| m.applied.as_deref() == Some(OLD))
+    );
+    // A namespace that opts in now gets the stable revision.
+    assert_eq!(last.pin("new-ns", None, false), OLD);
+}
+
+#[test]
+fn failures_within_the_budget_let_the_rollout_go_on() {
+    let strategy = Strategy {
+        max_failures: Amount::Count(1),
+        ..strategy(Amount::Count(5))
+    };
+    let mut members = fleet(10, 0);
+    // ns-03 refuses the new revision: its render fails as soon as it is moved.
+    let mut state = State::settled(OLD).retarget(NEW);
+    for second in 0..40 {
+        let now = t(second);
+        let step = step(&state, &members, &strategy, false, now);
+        state = step.state;
+        cluster(&mut members, &state, now, true);
+        let m = &mut members[3];
+        if m.applied.as_deref() == Some(NEW) {
+            m.applied = Some(OLD.into());
+            m.failing = true;
+            m.healthy_since = Some(t(-1000));
+        }
+    }
+    assert_eq!(state.phase, Phase::Complete);
+    assert_eq!(state.failed.iter().collect::<Vec<_>>(), ["ns-03"]);
+    assert_eq!(
+        state.pin("ns-03", Some(OLD), true),
+        OLD,
+        "keeps its old revision"
+    );
+}
+
+#[test]
+fn an_old_failure_is_not_a_failure_at_the_target() {
+    let strategy = strategy(Amount::Count(1));
+    let mut members = fleet(2, 0);
+    members[0].failing = true;
+    let state = State::settled(OLD).retarget(NEW);
+    let first = step(&state, &members, &strategy, false, t(0));
+    assert_eq!(first.admitted, ["ns-00"]);
+    let second = step(&first.state, &members, &strategy, false, t(1));
+    assert!(second.failed.is_empty(), "its status predates the move");
+    members[0].reconciled_at = Some(t(1));
+    let third = step(&second.state, &members, &strategy, false, t(2));
+    assert_eq!(third.failed, ["ns-00"], "failing after the move");
+}
+
+#[test]
+fn soak_counts_from_the_apply_not_from_an_older_healthy_signal() {
+    let strategy = strategy(Amount::Count(1));
+    let mut members = fleet(2, 0);
+    let state = State::settled(OLD).retarget(NEW);
+    let first = step(&state, &members, &strategy, false, t(0));
+    // Applied at the target and never unhealthy: its `healthy_since` is old.
+    members[0].applied = Some(NEW.into());
+    members[0].applied_since = Some(t(0));
+    let second = step(&first.state, &members, &strategy, false, t(1));
+    assert!(second.admitted.is_empty(), "ns-00 has not soaked yet");
+    let third = step(&second.state, &members, &strategy, false, t(2));
+    assert_eq!(
+        third.admitted,
+        ["ns-01"],
+        "soaked two seconds after the apply"
+    );
+}
+
+#[test]
+fn pause_holds_and_resume_goes_on() {
+    let strategy = strategy(Amount::Count(1));
+    let members = fleet(3, 0);
+    let state = State::settled(OLD).retarget(NEW);
+    let paused = step(&state, &members, &strategy, true, t(0));
+    assert_eq!(paused.state.phase, Phase::Paused);
+    assert!(paused.admitted.is_empty());
+    assert_eq!(paused.state.pin("new-ns", None, false), OLD);
+    let resumed = step(&paused.state, &members, &strategy, false, t(1));
+    assert_eq!(resumed.state.phase, Phase::Progressing);
+    assert_eq!(resumed.admitted, ["ns-00"]);
+    assert_eq!(resumed.state.pin("new-ns", None, false), NEW);
+}
+
+#[test]
+fn a_newer_revision_supersedes_one_in_progress_or_failed() {
+    let mut state = State::settled(OLD).retarget(NEW);
+    state.failed.insert("ns-00".into());
+    state.phase = Phase::Failed;
+    let next = state.retarget("newer");
+    assert_eq!((next.stable.as_str(), next.target.as_str()), (OLD, "newer"));
+    assert_eq!(next.phase, Phase::Progressing);
+    assert!(next.failed.is_empty());
+    let complete = State::settled(NEW).retarget("newer");
+    assert_eq!(complete.stable, NEW);
+    assert_eq!(State::settled(NEW).retarget(NEW), State::settled(NEW));
+}
+
+#[test]
+fn namespaces_that_left_are_forgotten() {
+    let strategy = strategy(Amount::Count(1));
+    let mut state = State::settled(OLD).retarget(NEW);
+    state.admitted.insert("gone".into(), t(0));
+    state.failed.insert("gone-too".into());
+    let next = step(&state, &fleet(1, 0), &strategy, false, t(1));
+    assert!(!next.state.admitted.contains_key("gone"));
+    assert!(next.state.failed.is_empty());
+    assert_eq!(next.admitted, ["ns-00"]);
+}
