@@ -51,10 +51,15 @@ enum Command {
         after_help = "Example:\n  flotilla rbac --config flotilla.yaml > manifests/generated/clusterrole-stamp.yaml"
     )]
     Rbac,
+    /// The fleet's rollout: status, pause, resume, undo, history (exit 0: complete).
+    #[command(
+        after_help = "Examples:\n  flotilla rollout status --watch\n  flotilla rollout pause\n  flotilla rollout undo --to-revision 3\n  flotilla rollout history"
+    )]
+    Rollout(cli::rollout::RolloutArgs),
     /// Show the fleet: one line per NamespaceWorker.
     #[command(after_help = "Examples:\n  flotilla status\n  flotilla status -o json")]
     Status(cli::status::StatusArgs),
-    /// Print the NamespaceWorker CustomResourceDefinition (installed by manifests/).
+    /// Print the NamespaceWorker and Fleet CustomResourceDefinitions (installed by manifests/).
     #[command(after_help = "Example:\n  flotilla crd | kubectl apply --server-side -f -")]
     Crd,
     /// Print shell completions.
@@ -83,6 +88,9 @@ fn main() -> ExitCode {
         Command::Rbac => cli::rbac::rbac(&args.config).map(|()| ExitCode::SUCCESS),
         Command::Status(status) => {
             cli::status::status(&args.config, &status).map(|()| ExitCode::SUCCESS)
+        }
+        Command::Rollout(rollout) => {
+            cli::rollout::rollout(&args.config, &rollout).map(ExitCode::from)
         }
         Command::Crd => cli::crd::crd().map(|()| ExitCode::SUCCESS),
         Command::Completions { shell } => {

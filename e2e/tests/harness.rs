@@ -137,6 +137,13 @@ impl Fleet {
         .unwrap();
         let mut settings = serde_json::Map::new();
         settings.insert("overrides".into(), repo_config["overrides"].clone());
+        // The whole fleet at once, as before rollouts: most tests change a revision and check
+        // every namespace, whose pods never become ready unless a test marks them so.
+        // e2e/tests/rollout.rs sets its own strategies.
+        settings.insert(
+            "rollout".into(),
+            serde_json::json!({"maxUnavailable": "100%"}),
+        );
         Fleet {
             instance: format!("e2e-{name}"),
             label: format!("e2e.flotilla.dev/{name}"),
@@ -740,6 +747,12 @@ apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
 metadata: {{name: flotilla-standby, namespace: {FLOTILLA_NAMESPACE}}}
 roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: flotilla-leader-election}}
+subjects: [{{kind: ServiceAccount, name: flotilla-standby, namespace: {FLOTILLA_NAMESPACE}}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: flotilla-standby-revisions, namespace: {FLOTILLA_NAMESPACE}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: flotilla-revisions}}
 subjects: [{{kind: ServiceAccount, name: flotilla-standby, namespace: {FLOTILLA_NAMESPACE}}}]
 "#
     );

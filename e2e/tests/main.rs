@@ -16,5 +16,6 @@ mod install;
 mod leadership;
 mod model;
 mod pod;
+mod rollout;
 mod scenarios;
 mod security;

@@ -6,6 +6,7 @@ pub mod diff;
 mod live;
 pub mod rbac;
 pub mod render;
+pub mod rollout;
 pub mod run;
 pub mod status;
 

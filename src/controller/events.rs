@@ -49,6 +49,11 @@ pub enum Reason {
     RenderFailed,
     ApplyFailed,
     Conflict,
+    RolloutProgressing,
+    RolloutPaused,
+    RolloutComplete,
+    RolloutFailed,
+    RolledBack,
 }
 
 impl Reason {
@@ -60,13 +65,27 @@ impl Reason {
             Reason::RenderFailed => "RenderFailed",
             Reason::ApplyFailed => "ApplyFailed",
             Reason::Conflict => "Conflict",
+            Reason::RolloutProgressing => "RolloutProgressing",
+            Reason::RolloutPaused => "RolloutPaused",
+            Reason::RolloutComplete => "RolloutComplete",
+            Reason::RolloutFailed => "RolloutFailed",
+            Reason::RolledBack => "RolledBack",
         }
     }
 
     fn event_type(self) -> &'static str {
         match self {
-            Reason::Applied | Reason::DriftRepaired | Reason::Reaped => "Normal",
-            Reason::RenderFailed | Reason::ApplyFailed | Reason::Conflict => "Warning",
+            Reason::Applied
+            | Reason::DriftRepaired
+            | Reason::Reaped
+            | Reason::RolloutProgressing
+            | Reason::RolloutPaused
+            | Reason::RolloutComplete => "Normal",
+            Reason::RenderFailed
+            | Reason::ApplyFailed
+            | Reason::Conflict
+            | Reason::RolloutFailed
+            | Reason::RolledBack => "Warning",
         }
     }
 }

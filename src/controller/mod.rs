@@ -9,6 +9,8 @@ mod names;
 mod queue;
 mod reconcile;
 mod report;
+mod revisions;
+mod rollout;
 mod run;
 mod taken;
 mod watches;
@@ -21,6 +23,8 @@ use crate::render::Renderer;
 use crate::telemetry::Metrics;
 use execute::Executor;
 use memory::Memory;
+use revisions::Revisions;
+use rollout::Rollout;
 use std::collections::HashSet;
 use std::sync::Arc;
 use watches::Stores;
@@ -33,7 +37,11 @@ pub use run::{RunOptions, run};
 pub struct Context {
     client: kube::Client,
     config: Config,
+    /// The revision of this replica's config and templates.
     renderer: Renderer,
+    /// Every kept revision, this one included: what namespaces are rendered at.
+    revisions: Revisions,
+    rollout: Rollout,
     stores: Stores,
     memory: Arc<Memory>,
     events: events::Events,
@@ -55,6 +63,8 @@ impl Context {
                 .stores
                 .worker(name)
                 .and_then(|w| w.metadata.resource_version.clone()),
+            // Filled in by the reconcile, which asks the rollout.
+            revision: String::new(),
             verified: remembered.verified,
             settled: remembered.settled,
             vacant: HashSet::new(),

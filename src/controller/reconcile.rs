@@ -9,13 +9,35 @@ use super::report::{self, Outcome};
 use super::worker;
 use crate::object::ObjectKey;
 use crate::plan::{self, Settled, Snapshot, Triage, Verified};
+use crate::render::{RenderError, RenderErrors, RenderProblem};
 use crate::status::{self, Health, Observation, WorkerStatus};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 pub async fn reconcile(ctx: &Context, name: &str) -> Result<Outcome, Error> {
     let mut snapshot = ctx.snapshot(name);
+    // Rendered at the revision the rollout pins it to, never a guess: `run` starts reconciling
+    // only once the rollout is loaded.
+    let applied = ctx
+        .memory
+        .of(name)
+        .written
+        .map(|w| w.status.revision)
+        .or_else(|| {
+            ctx.stores
+                .worker(name)
+                .and_then(|w| w.status.as_ref().map(|s| s.revision.clone()))
+        })
+        .filter(|r| !r.is_empty());
     let started = Instant::now();
+    let Some(pin) = ctx.rollout.pin(ctx, name, applied.as_deref()) else {
+        // Leadership was lost a moment ago: the next leader reconciles it.
+        return Ok(Outcome {
+            recheck: Some(Duration::from_secs(1)),
+            ..Outcome::default()
+        });
+    };
+    snapshot.revision.clone_from(&pin);
     let namespace = match plan::triage(&snapshot, started) {
         Triage::Reap => return reap(ctx, &snapshot).await,
         Triage::Settled { until } => {
@@ -27,7 +49,15 @@ pub async fn reconcile(ctx: &Context, name: &str) -> Result<Outcome, Error> {
         }
         Triage::Sync(namespace) => namespace.clone(),
     };
-    let rendered = ctx.renderer.render(&namespace.input);
+    let renderer = ctx.revisions.renderer(&pin);
+    let rendered = match &renderer {
+        Some(renderer) => renderer.render(&namespace.input),
+        None => Err(RenderErrors(vec![RenderError {
+            origin: format!("revision {pin}"),
+            line: None,
+            problem: RenderProblem::RevisionUnavailable,
+        }])),
+    };
     // On a render failure nothing is applied or pruned: the namespace keeps what it has.
     let done = match &rendered {
         Ok(objects) => {
@@ -59,7 +89,7 @@ pub async fn reconcile(ctx: &Context, name: &str) -> Result<Outcome, Error> {
         conflicts: &tally.conflicts,
         refused: refusal.as_deref(),
         health: tally.health.as_ref(),
-        revision: ctx.renderer.revision(),
+        revision: &pin,
         now: status::now(),
         degraded_after: Duration::from_secs(ctx.config.degraded_after_seconds),
     };

@@ -80,6 +80,8 @@ pub async fn run(
     let reconcilers = config.concurrency;
     let ctx = Arc::new(Context {
         client: client.clone(),
+        revisions: super::revisions::Revisions::new(&config),
+        rollout: super::rollout::Rollout::default(),
         config,
         renderer,
         stores,
@@ -95,6 +97,11 @@ pub async fn run(
         ));
     }
     tokio::spawn(on_leadership(
+        Arc::clone(&ctx),
+        Arc::clone(&queue),
+        leader_rx.clone(),
+    ));
+    tokio::spawn(super::rollout::run(
         Arc::clone(&ctx),
         Arc::clone(&queue),
         leader_rx.clone(),
@@ -146,6 +153,11 @@ async fn on_leadership(
 /// Takes namespaces off the queue one at a time, while this replica leads.
 async fn reconciler(ctx: Arc<Context>, queue: Arc<WorkQueue>, mut leader: watch::Receiver<bool>) {
     while leading(&mut leader).await {
+        // Nothing is rendered before the rollout knows which revision each namespace is at.
+        tokio::select! {
+            () = ctx.rollout.loaded() => {}
+            leads_no_more = not_leading(&mut leader) => if leads_no_more { continue } else { return },
+        }
         let name = tokio::select! {
             name = queue.next() => name,
             // Lost leadership while waiting: take no new work.

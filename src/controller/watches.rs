@@ -13,6 +13,7 @@ use crate::kinds::Kind;
 use crate::object::{ObjectKey, Watched};
 use crate::ownership;
 use crate::plan;
+use crate::rollout::fleet::Fleet;
 use crate::status::NamespaceWorker;
 use crate::sync::{read, write};
 use crate::telemetry::Metrics;
@@ -74,6 +75,7 @@ pub struct Stores {
     stamped: Vec<Shared<KindIndex>>,
     names: Arc<NameWatches>,
     workers: Store<NamespaceWorker>,
+    fleet: Store<Fleet>,
 }
 
 impl Stores {
@@ -132,7 +134,7 @@ impl Stores {
             ),
             workers_writer,
             "NamespaceWorker",
-            feed,
+            feed.clone(),
             |worker| Some(worker.name_any()),
             move |worker| {
                 if let Some(version) = worker.resource_version() {
@@ -140,11 +142,25 @@ impl Stores {
                 }
             },
         ));
+        // This instance's Fleet: the admin's pause and undo. The rollout looks at it every second.
+        let (fleet, fleet_writer) = reflector::store();
+        tasks.push(spawn_reflected(
+            watcher::watcher(
+                Api::<Fleet>::all(client.clone()),
+                watch_config().fields(&format!("metadata.name={instance}")),
+            ),
+            fleet_writer,
+            "Fleet",
+            feed,
+            |_| None,
+            |_| {},
+        ));
         let stores = Stores {
             namespaces: ns_store,
             stamped,
             names,
             workers,
+            fleet,
         };
         (stores, tasks)
     }
@@ -156,6 +172,17 @@ impl Stores {
             let _ = shared.ready.clone().wait_for(|ready| *ready).await;
         }
         let _ = self.workers.wait_until_ready().await;
+        let _ = self.fleet.wait_until_ready().await;
+    }
+
+    /// This instance's Fleet, as last seen.
+    pub fn fleet(&self) -> Option<Arc<Fleet>> {
+        self.fleet.state().into_iter().next()
+    }
+
+    /// Every NamespaceWorker of this instance, as last seen.
+    pub fn workers(&self) -> Vec<Arc<NamespaceWorker>> {
+        self.workers.state()
     }
 
     pub fn worker_count(&self) -> usize {

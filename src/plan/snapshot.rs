@@ -19,6 +19,8 @@ pub struct Snapshot {
     pub stamped: Vec<Watched>,
     /// The resourceVersion of its NamespaceWorker, if it has one.
     pub worker_version: Option<String>,
+    /// The revision the rollout pins it to: a new pin is a change like any other.
+    pub revision: String,
     /// Objects found in sync by earlier reconciles, at the version they were found at.
     pub verified: HashMap<ObjectKey, Verified>,
     /// The fingerprint (and deadline) it was last found settled with.
@@ -75,7 +77,7 @@ pub struct Settled {
 }
 
 /// What the watches show of a namespace, as a number: its resourceVersion, its NamespaceWorker's
-/// and every stamped object's (uid and version).
+/// and every stamped object's (uid and version), and the revision it is pinned to.
 pub fn fingerprint(snapshot: &Snapshot) -> u64 {
     let mut versions: Vec<&Watched> = snapshot.stamped.iter().collect();
     versions.sort_by(|a, b| a.key.cmp(&b.key));
@@ -86,6 +88,7 @@ pub fn fingerprint(snapshot: &Snapshot) -> u64 {
         .and_then(|ns| ns.resource_version.as_deref());
     namespace_version.hash(&mut hasher);
     snapshot.worker_version.hash(&mut hasher);
+    snapshot.revision.hash(&mut hasher);
     for watched in versions {
         (&watched.key, &watched.uid, &watched.resource_version).hash(&mut hasher);
     }

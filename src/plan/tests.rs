@@ -352,6 +352,11 @@ fn the_fingerprint_follows_every_version_and_not_the_order() {
         ..opted_in(objects.clone())
     };
     assert_ne!(base, fingerprint(&no_worker));
+    let repinned = Snapshot {
+        revision: "another revision".into(),
+        ..opted_in(objects.clone())
+    };
+    assert_ne!(base, fingerprint(&repinned), "a new pin");
     assert_ne!(base, fingerprint(&opted_in(objects[..1].to_vec())));
     let mut recreated = objects.clone();
     recreated[0].uid = Some("another".into());

@@ -43,6 +43,11 @@ pub enum RenderProblem {
     UnreadableTemplate { file: String, error: std::io::Error },
     #[error("holds no *.yaml templates")]
     NoTemplates,
+    /// The revision a namespace is pinned to is not kept or does not compile.
+    #[error(
+        "is not kept or cannot be compiled (flotilla's log says why); the namespace keeps what it has"
+    )]
+    RevisionUnavailable,
     /// From minijinja: a syntax error, an undefined value, a refused filter.
     #[error("{kind}{}{}", detail_text(.detail), hint(*.kind))]
     Template {

@@ -35,6 +35,8 @@ pub struct NamespaceInput {
 pub struct Renderer {
     env: Environment<'static>,
     files: Vec<String>,
+    /// (file name, source) as loaded: what a revision keeps.
+    sources: Vec<(String, String)>,
     revision: String,
     values: serde_json::Map<String, serde_json::Value>,
     overrides: Vec<Override>,
@@ -72,6 +74,7 @@ impl Renderer {
         env.add_filter("dns_label", names::dns_label_filter);
         let mut errors = Vec::new();
         let mut files = Vec::new();
+        let kept = sources.clone();
         for (file, source) in sources {
             match env.add_template_owned(file.clone(), source) {
                 Ok(()) => files.push(file),
@@ -84,6 +87,7 @@ impl Renderer {
         Ok(Renderer {
             env,
             files,
+            sources: kept,
             revision,
             values: config.values.clone(),
             overrides: config.overrides.clone(),
@@ -91,6 +95,11 @@ impl Renderer {
             instance: config.instance.clone(),
             policy: config.policy.clone(),
         })
+    }
+
+    /// The templates as loaded: (file name, source).
+    pub fn sources(&self) -> &[(String, String)] {
+        &self.sources
     }
 
     /// The revision of templates and values, stamped on every object.

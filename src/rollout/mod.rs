@@ -1,6 +1,8 @@
 //! Changing the fleet safely: revisions, the rollout strategy, and the rollout itself as a pure
 //! function of what the fleet's NamespaceWorkers show.
 
+pub mod fleet;
+pub mod member;
 pub mod plan;
 pub mod revision;
 pub mod strategy;

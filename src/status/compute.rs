@@ -58,6 +58,11 @@ pub fn compute(
         Some(h) => (h.ready, h.desired),
         None => previous.map_or((0, 0), |p| (p.ready_replicas, p.desired_replicas)),
     };
+    let revision_since = match previous {
+        Some(p) if p.revision == revision => p.revision_since.clone(),
+        _ if revision.is_empty() => String::new(),
+        _ => conditions.now.clone(),
+    };
     let mut status = WorkerStatus {
         phase,
         message,
@@ -65,6 +70,7 @@ pub fn compute(
         ready_replicas,
         desired_replicas,
         revision,
+        revision_since,
         image,
         objects,
         conditions: vec![applied, available],

@@ -15,6 +15,11 @@ pub struct Health {
 }
 
 impl Health {
+    /// The new generation really runs (see [`availability`]).
+    pub fn is_available(&self) -> bool {
+        self.available
+    }
+
     pub(super) fn summary(&self) -> String {
         let mut s = format!("{}/{} replicas ready", self.ready, self.desired);
         if !self.detail.is_empty() {
@@ -25,8 +30,10 @@ impl Health {
     }
 }
 
-/// A Deployment is available once its controller has seen the current generation and enough
-/// updated replicas are available. `None` until the deployment controller has looked at it.
+/// A Deployment is available once the new generation really runs: its controller has seen the
+/// generation applied, every replica is updated, no pod of an older ReplicaSet is left
+/// (`status.replicas` counts them all), and enough are available. `None` until the deployment
+/// controller has looked at it.
 pub fn availability(deploy: &Value) -> Option<Health> {
     let status = &deploy["status"];
     let observed = status["observedGeneration"].as_i64()?;
@@ -34,7 +41,8 @@ pub fn availability(deploy: &Value) -> Option<Health> {
     let desired = deploy["spec"]["replicas"].as_i64().unwrap_or(1);
     let count = |field: &str| status[field].as_i64().unwrap_or(0);
     let available = observed >= generation
-        && count("updatedReplicas") >= desired
+        && count("updatedReplicas") == desired
+        && count("replicas") == desired
         && count("availableReplicas") >= desired;
     let conditions = status["conditions"].as_array().cloned().unwrap_or_default();
     let failing = conditions

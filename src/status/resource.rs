@@ -53,6 +53,10 @@ pub struct WorkerStatus {
     /// empty string in a custom resource into null, which the schema then refuses.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub revision: String,
+    /// When `revision` became what it is: a rollout's soak counts from the later of this and
+    /// the controller's last turn to Available, never from an older healthy signal.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub revision_since: String,
     /// The controller image last applied (left out until there is one, as `revision`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub image: String,

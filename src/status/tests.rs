@@ -32,7 +32,7 @@ fn deployment(observed: Option<i64>, available: i64) -> Option<Health> {
     let mut d = json!({
         "metadata": {"generation": 1},
         "spec": {"replicas": 1},
-        "status": {"updatedReplicas": 1, "readyReplicas": available, "availableReplicas": available,
+        "status": {"replicas": 1, "updatedReplicas": 1, "readyReplicas": available, "availableReplicas": available,
             "conditions": [{"type": "Available", "status": if available > 0 {"True"} else {"False"},
                 "reason": "MinimumReplicasUnavailable", "message": "Deployment does not have minimum availability."}]},
     });
@@ -256,4 +256,64 @@ fn a_refusal_is_apply_failed_with_the_api_servers_words_and_keeps_what_was_appli
         &observe(Ok(&objects), &[], up.as_ref(), at(60)),
     );
     assert_eq!(recovered.phase, Phase::Ready);
+}
+
+#[test]
+fn healthy_means_the_new_generation_really_runs() {
+    let deploy = |generation: i64, status: serde_json::Value| {
+        availability(&json!({
+            "metadata": {"generation": generation},
+            "spec": {"replicas": 2},
+            "status": status,
+        }))
+        .map(|h| h.available)
+    };
+    let all = json!({"observedGeneration": 2, "replicas": 2, "updatedReplicas": 2, "availableReplicas": 2});
+    assert_eq!(deploy(2, all.clone()), Some(true));
+    assert_eq!(
+        deploy(3, all),
+        Some(false),
+        "the applied generation not seen yet"
+    );
+    let old_pods_left = json!({"observedGeneration": 2, "replicas": 3, "updatedReplicas": 2, "availableReplicas": 3});
+    assert_eq!(
+        deploy(2, old_pods_left),
+        Some(false),
+        "an older ReplicaSet still has a pod"
+    );
+    let half = json!({"observedGeneration": 2, "replicas": 2, "updatedReplicas": 1, "availableReplicas": 2});
+    assert_eq!(deploy(2, half), Some(false), "one replica not updated");
+    let unavailable = json!({"observedGeneration": 2, "replicas": 2, "updatedReplicas": 2, "availableReplicas": 1});
+    assert_eq!(deploy(2, unavailable), Some(false));
+    assert_eq!(
+        deploy(2, json!({})),
+        None,
+        "not looked at by its controller"
+    );
+}
+
+#[test]
+fn revision_since_moves_with_the_revision_only() {
+    let objects = rendered();
+    let healthy = deployment(Some(1), 1);
+    let (first, _) = compute(None, &observe(Ok(&objects), &[], healthy.as_ref(), at(0)));
+    assert_eq!(first.revision_since, at(0).to_string());
+    let (same, _) = compute(
+        Some(&first),
+        &observe(Ok(&objects), &[], healthy.as_ref(), at(50)),
+    );
+    assert_eq!(same.revision_since, at(0).to_string());
+    let mut next = observe(Ok(&objects), &[], healthy.as_ref(), at(60));
+    next.revision = "rev2";
+    let (moved, _) = compute(Some(&same), &next);
+    assert_eq!(moved.revision_since, at(60).to_string());
+    let (failed, _) = compute(
+        Some(&moved),
+        &observe(Err("bad".into()), &[], healthy.as_ref(), at(70)),
+    );
+    assert_eq!(
+        (failed.revision.as_str(), failed.revision_since.as_str()),
+        ("rev2", at(60).to_string().as_str()),
+        "a render failure applies nothing"
+    );
 }

@@ -1,0 +1,300 @@
+//! The rollout while this replica leads: once a second, what the NamespaceWorkers show goes
+//! through `rollout::step` (pure), the namespaces it moves are reconciled, and the Fleet's
+//! status is written when it changed. Reconciles ask [`Rollout::pin`] which revision to render.
+
+use super::Context;
+use super::events::Reason;
+use super::queue::WorkQueue;
+use crate::rollout::fleet::{self, Fleet, FleetSpec, FleetStatus};
+use crate::rollout::{self, Phase, State, member::member};
+use crate::sync::{read, write};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::core::SelectorExt;
+use kube::{Resource, ResourceExt};
+use std::collections::BTreeSet;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// How often the rollout looks at the fleet.
+const TICK: Duration = Duration::from_secs(1);
+
+/// The rollout state shared with reconciles: `None` until this replica, leading, has loaded the
+/// revisions and the Fleet (nothing is rendered before: a pin must never be guessed).
+pub struct Rollout {
+    state: RwLock<Option<State>>,
+    ready: watch::Sender<bool>,
+    /// The Fleet status this leader wrote last: the watch shows it a moment later, and only the
+    /// leader writes it.
+    written: RwLock<Option<FleetStatus>>,
+}
+
+impl Default for Rollout {
+    fn default() -> Self {
+        Rollout {
+            state: RwLock::new(None),
+            ready: watch::channel(false).0,
+            written: RwLock::new(None),
+        }
+    }
+}
+
+impl Rollout {
+    /// The revision to render namespace `name` at, whose objects were last applied at
+    /// `applied`; `None` before the rollout is loaded.
+    pub fn pin(&self, ctx: &Context, name: &str, applied: Option<&str>) -> Option<String> {
+        let state = read(&self.state);
+        let known = applied.is_some_and(|a| ctx.revisions.known(a));
+        Some(state.as_ref()?.pin(name, applied, known).to_string())
+    }
+
+    /// Waits until the rollout is loaded.
+    pub async fn loaded(&self) {
+        let _ = self.ready.subscribe().wait_for(|ready| *ready).await;
+    }
+
+    fn set(&self, state: Option<State>) {
+        let ready = state.is_some();
+        if !ready {
+            *write(&self.written) = None;
+        }
+        *write(&self.state) = state;
+        self.ready.send_replace(ready);
+    }
+
+    fn get(&self) -> Option<State> {
+        read(&self.state).clone()
+    }
+}
+
+/// Runs the rollout for as long as this replica leads, each time it does.
+pub async fn run(ctx: Arc<Context>, queue: Arc<WorkQueue>, mut leader: watch::Receiver<bool>) {
+    while leader.wait_for(|leads| *leads).await.is_ok() {
+        let mut tick = tokio::time::interval(TICK);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                lost = leader.wait_for(|leads| !*leads) => {
+                    if lost.is_err() { return; }
+                    break;
+                }
+            }
+            let state = match ctx.rollout.get() {
+                Some(state) => Ok(state),
+                None => load(&ctx).await,
+            };
+            let result = match state {
+                Ok(state) => turn(&ctx, &queue, state).await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = result {
+                tracing::warn!(error = %e, "rollout: request failed; trying again");
+            }
+        }
+        // The next leader, maybe this replica again, starts from what the cluster records.
+        ctx.rollout.set(None);
+    }
+}
+
+/// On a gain of leadership: the revisions (this config's recorded as the newest), the Fleet
+/// (created if missing), and the rollout state its status records.
+async fn load(ctx: &Context) -> kube::Result<State> {
+    let fleet = ctx.stores.fleet();
+    let mut in_use: BTreeSet<String> = ctx
+        .stores
+        .workers()
+        .iter()
+        .filter_map(|w| w.status.as_ref().map(|s| s.revision.clone()))
+        .collect();
+    if let Some(status) = fleet.as_ref().and_then(|f| f.status.as_ref()) {
+        in_use.extend([status.stable_hash.clone(), status.target_hash.clone()]);
+    }
+    let made_newest = ctx
+        .revisions
+        .load(&ctx.client, &ctx.renderer, &in_use, &ctx.metrics)
+        .await?;
+    let api: Api<Fleet> = Api::all(ctx.client.clone());
+    let fleet = match fleet {
+        Some(fleet) => (*fleet).clone(),
+        None => {
+            let mut object = Fleet::new(&ctx.config.instance, FleetSpec::default());
+            object.metadata.labels = Some(
+                [(
+                    crate::ownership::INSTANCE.to_string(),
+                    ctx.config.instance.clone(),
+                )]
+                .into(),
+            );
+            match ctx
+                .metrics
+                .count("create", api.create(&PostParams::default(), &object).await)
+            {
+                Ok(created) => created,
+                Err(kube::Error::Api(e)) if e.code == 409 => ctx
+                    .metrics
+                    .count("get", api.get(&ctx.config.instance).await)?,
+                Err(e) => return Err(e),
+            }
+        }
+    };
+    // A newer revision supersedes an undo.
+    if made_newest && fleet.spec.revision.is_some() {
+        let patch = serde_json::json!({"spec": {"revision": null}});
+        ctx.metrics.count(
+            "patch",
+            api.patch(
+                &ctx.config.instance,
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await,
+        )?;
+    }
+    let current = ctx.renderer.revision();
+    let state = fleet
+        .status
+        .as_ref()
+        .map(FleetStatus::state)
+        .filter(|s| ctx.revisions.known(&s.target) && ctx.revisions.known(&s.stable))
+        .unwrap_or_else(|| State::settled(current));
+    tracing::info!(stable = %state.stable, target = %state.target, phase = ?state.phase, "rollout loaded");
+    Ok(state)
+}
+
+/// One step: the target as the Fleet's spec and the kept revisions say, the step, the
+/// namespaces whose pin it changed queued, the status written if it changed. The first step
+/// after a load is what lets reconciles begin.
+async fn turn(ctx: &Context, queue: &WorkQueue, state: State) -> kube::Result<()> {
+    let fleet = ctx.stores.fleet();
+    let spec = fleet.as_ref().map(|f| f.spec.clone()).unwrap_or_default();
+    let mut problems = Vec::new();
+    let target = match spec.revision {
+        Some(number) => ctx.revisions.hash_of(number).or_else(|| {
+            problems.push(format!(
+                "spec.revision {number} is not a kept revision (flotilla rollout history lists them); rolling out the newest"
+            ));
+            ctx.revisions.newest()
+        }),
+        None => ctx.revisions.newest(),
+    }
+    .unwrap_or_else(|| state.target.clone());
+    let state = state.retarget(&target);
+    let canary = ctx.config.rollout.canary.as_ref();
+    let members: Vec<rollout::Member> = ctx
+        .stores
+        .workers()
+        .iter()
+        .filter_map(|worker| {
+            let name = worker.name_any();
+            let namespace = ctx.stores.namespace(&name)?;
+            let labels = namespace.metadata.labels.clone().unwrap_or_default();
+            if !ctx.config.selector.matches(&labels) {
+                return None;
+            }
+            let is_canary = canary.is_some_and(|c| c.matches(&labels));
+            Some(member(&name, is_canary, worker.status.as_ref()))
+        })
+        .collect();
+    let now = Timestamp::now();
+    let step = rollout::step(&state, &members, &ctx.config.rollout, spec.paused, now);
+    let known = |m: &rollout::Member| m.applied.as_deref().is_some_and(|a| ctx.revisions.known(a));
+    for m in &members {
+        let before = state.pin(&m.name, m.applied.as_deref(), known(m));
+        let after = step.state.pin(&m.name, m.applied.as_deref(), known(m));
+        if before != after {
+            queue.add(&m.name);
+        }
+    }
+    ctx.rollout.set(Some(step.state.clone()));
+    if !step.admitted.is_empty() || !step.failed.is_empty() {
+        tracing::info!(admitted = ?step.admitted, failed = ?step.failed, phase = ?step.state.phase, "rollout step");
+    }
+    let message = message(ctx, &step, &problems);
+    let previous = read(&ctx.rollout.written)
+        .clone()
+        .or_else(|| fleet.as_ref().and_then(|f| f.status.clone()));
+    let status = fleet::status(
+        &step.state,
+        &step.counts,
+        |hash| ctx.revisions.number(hash),
+        message,
+        previous.as_ref(),
+        &crate::status::now().to_string(),
+    );
+    if previous.as_ref() == Some(&status) {
+        return Ok(());
+    }
+    let api: Api<Fleet> = Api::all(ctx.client.clone());
+    let patch = serde_json::json!({ "status": status });
+    let written = ctx.metrics.count(
+        "patch",
+        api.patch_status(
+            &ctx.config.instance,
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await,
+    )?;
+    *write(&ctx.rollout.written) = Some(status.clone());
+    if previous.as_ref().map(|p| p.phase) != Some(status.phase)
+        || previous.as_ref().map(|p| &p.target_hash) != Some(&status.target_hash)
+    {
+        let reason = match status.phase {
+            Phase::Progressing => Reason::RolloutProgressing,
+            Phase::Paused => Reason::RolloutPaused,
+            Phase::Complete => Reason::RolloutComplete,
+            Phase::Failed => Reason::RolloutFailed,
+            Phase::RolledBack => Reason::RolledBack,
+        };
+        ctx.events
+            .publish(reason, status.message.clone(), &[&written.object_ref(&())]);
+    }
+    Ok(())
+}
+
+/// The Fleet's message: what is going on and, when stuck, what to do.
+fn message(ctx: &Context, step: &rollout::Step, problems: &[String]) -> String {
+    let s = &step.state;
+    let c = &step.counts;
+    let (stable, target) = (
+        ctx.revisions.number(&s.stable),
+        ctx.revisions.number(&s.target),
+    );
+    let failed = || {
+        let names: Vec<&str> = s.failed.iter().map(String::as_str).take(5).collect();
+        let more = s.failed.len().saturating_sub(names.len());
+        let more = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        format!(
+            "{} failed at revision {target} (maxFailures {}): {}{more}; `kubectl get nsw` says why",
+            s.failed.len(),
+            ctx.config.rollout.max_failures,
+            names.join(", ")
+        )
+    };
+    let mut text = match s.phase {
+        Phase::Complete => format!("revision {target} runs in all {} namespaces", c.total),
+        Phase::Progressing => format!(
+            "rolling out revision {target} over {stable}: {}/{} updated, {} updating",
+            c.updated, c.total, c.unavailable
+        ),
+        Phase::Paused => format!(
+            "paused at {}/{} on revision {target}: `flotilla rollout resume` goes on",
+            c.updated, c.total
+        ),
+        Phase::Failed => format!(
+            "stopped: {}; fix it and roll out a new revision, or `flotilla rollout undo`",
+            failed()
+        ),
+        Phase::RolledBack => format!("rolled back to revision {stable}: {}", failed()),
+    };
+    for problem in problems {
+        text.push_str("; ");
+        text.push_str(problem);
+    }
+    text
+}

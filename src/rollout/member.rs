@@ -1,0 +1,70 @@
+//! A NamespaceWorker's status as the rollout reads it.
+
+use super::plan::Member;
+use crate::status::{Phase, WorkerStatus};
+use k8s_openapi::jiff::Timestamp;
+
+/// Namespace `name` (a canary or not), as its worker's status shows it.
+pub fn member(name: &str, canary: bool, status: Option<&WorkerStatus>) -> Member {
+    let Some(status) = status else {
+        return Member {
+            name: name.into(),
+            canary,
+            ..Member::default()
+        };
+    };
+    let time = |text: &str| text.parse::<Timestamp>().ok();
+    let available = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Available" && c.status == "True");
+    Member {
+        name: name.into(),
+        canary,
+        applied: Some(status.revision.clone()).filter(|r| !r.is_empty()),
+        applied_since: time(&status.revision_since),
+        healthy_since: available.and_then(|c| time(&c.last_transition_time)),
+        failing: matches!(
+            status.phase,
+            Phase::RenderFailed | Phase::ApplyFailed | Phase::Conflict
+        ),
+        reconciled_at: time(&status.last_reconcile_time),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::status::Condition;
+
+    #[test]
+    fn reads_revision_health_and_failure() {
+        let status = WorkerStatus {
+            phase: Phase::Ready,
+            revision: "r2".into(),
+            revision_since: "2026-12-01T10:00:00Z".into(),
+            last_reconcile_time: "2026-12-01T10:00:05Z".into(),
+            conditions: vec![Condition {
+                type_: "Available".into(),
+                status: "True".into(),
+                last_transition_time: "2026-12-01T10:00:03Z".into(),
+                ..Condition::default()
+            }],
+            ..WorkerStatus::default()
+        };
+        let m = member("team-a", true, Some(&status));
+        assert_eq!(m.applied.as_deref(), Some("r2"));
+        assert_eq!(m.applied_since.unwrap().to_string(), "2026-12-01T10:00:00Z");
+        assert_eq!(m.healthy_since.unwrap().to_string(), "2026-12-01T10:00:03Z");
+        assert!(m.canary && !m.failing);
+        let failed = WorkerStatus {
+            phase: Phase::RenderFailed,
+            conditions: Vec::new(),
+            ..status
+        };
+        let m = member("team-a", false, Some(&failed));
+        assert!(m.failing && m.healthy_since.is_none());
+        let new = member("team-b", false, None);
+        assert_eq!((new.applied, new.failing), (None, false));
+    }
+}
