@@ -110,7 +110,8 @@ async fn status(fleets: &Api<Fleet>, name: &str, watch: bool) -> Result<u8, CliE
     let terminal = std::io::stdout().is_terminal();
     let mut last = String::new();
     loop {
-        let status = get(fleets, name).await?.status.unwrap_or_default();
+        let fleet = get(fleets, name).await?;
+        let status = fleet.status.clone().unwrap_or_default();
         let line = line(&status, terminal);
         if line != last {
             if terminal {
@@ -122,7 +123,15 @@ async fn status(fleets: &Api<Fleet>, name: &str, watch: bool) -> Result<u8, CliE
             }
             last = line;
         }
+        // A pause, resume or undo flotilla has not acted on yet: the phase shown is the old one.
+        let observed = (status.phase == Phase::Paused) == fleet.spec.paused
+            && fleet
+                .spec
+                .revision
+                .is_none_or(|n| n == status.target_revision);
         let code = match status.phase {
+            _ if !observed && watch => None,
+            _ if !observed => Some(1),
             Phase::Complete => Some(0),
             Phase::Paused | Phase::Failed | Phase::RolledBack => Some(1),
             Phase::Progressing if !watch => Some(1),

@@ -207,6 +207,13 @@ async fn turn(ctx: &Context, queue: &WorkQueue, state: State) -> kube::Result<()
         }
     }
     ctx.rollout.set(Some(step.state.clone()));
+    for name in &step.failed {
+        if let Some(m) = members.iter().find(|m| &m.name == name) {
+            tracing::warn!(namespace = %name, applied = ?m.applied, since = ?m.applied_since,
+                unhealthy_since = ?m.unhealthy_since, failing = m.failing,
+                "rollout: failed at the target revision");
+        }
+    }
     if !step.admitted.is_empty() || !step.failed.is_empty() {
         tracing::info!(admitted = ?step.admitted, failed = ?step.failed, phase = ?step.state.phase, "rollout step");
     }

@@ -14,16 +14,19 @@ pub fn member(name: &str, canary: bool, status: Option<&WorkerStatus>) -> Member
         };
     };
     let time = |text: &str| text.parse::<Timestamp>().ok();
-    let available = status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "Available" && c.status == "True");
+    let condition = status.conditions.iter().find(|c| c.type_ == "Available");
+    let since = |healthy: bool| {
+        condition
+            .filter(|c| (c.status == "True") == healthy)
+            .and_then(|c| time(&c.last_transition_time))
+    };
     Member {
         name: name.into(),
         canary,
         applied: Some(status.revision.clone()).filter(|r| !r.is_empty()),
         applied_since: time(&status.revision_since),
-        healthy_since: available.and_then(|c| time(&c.last_transition_time)),
+        healthy_since: since(true),
+        unhealthy_since: since(false),
         failing: matches!(
             status.phase,
             Phase::RenderFailed | Phase::ApplyFailed | Phase::Conflict
@@ -60,10 +63,17 @@ mod tests {
         let failed = WorkerStatus {
             phase: Phase::RenderFailed,
             conditions: Vec::new(),
-            ..status
+            ..status.clone()
         };
         let m = member("team-a", false, Some(&failed));
-        assert!(m.failing && m.healthy_since.is_none());
+        assert!(m.failing && m.healthy_since.is_none() && m.unhealthy_since.is_none());
+        let mut unhealthy = status.clone();
+        unhealthy.conditions[0].status = "False".into();
+        let m = member("team-a", false, Some(&unhealthy));
+        assert_eq!(
+            (m.healthy_since, m.unhealthy_since.map(|t| t.to_string())),
+            (None, Some("2026-12-01T10:00:03Z".into()))
+        );
         let new = member("team-b", false, None);
         assert_eq!((new.applied, new.failing), (None, false));
     }

@@ -23,6 +23,8 @@ pub struct Member {
     pub applied_since: Option<Timestamp>,
     /// Since when its controller has been healthy (`Available`), if it is.
     pub healthy_since: Option<Timestamp>,
+    /// Since when it has not been, if it is not.
+    pub unhealthy_since: Option<Timestamp>,
     /// Its last reconcile could not apply: render failed, the API server refused, a conflict.
     pub failing: bool,
     /// When its status last changed.
@@ -170,8 +172,10 @@ pub fn step(
             if !moving || done(m) || next.failed.contains(&m.name) {
                 continue;
             }
+            // The deadline runs from the apply, or from when it last turned unhealthy: a
+            // namespace that was done and has a passing blip is not failed on the spot.
             let started = if at_target(m) {
-                m.applied_since
+                m.applied_since.max(m.unhealthy_since)
             } else {
                 admitted_at
             };
@@ -181,7 +185,10 @@ pub fn step(
                     || m.reconciled_at
                         .zip(admitted_at)
                         .is_some_and(|(r, a)| r >= a));
-            let late = started.is_some_and(|s| elapsed(s, now) >= strategy.progress_deadline);
+            // Healthy and soaking is not late, however long ago the apply was.
+            let healthy = at_target(m) && m.healthy_since.is_some();
+            let late =
+                !healthy && started.is_some_and(|s| elapsed(s, now) >= strategy.progress_deadline);
             if failing_since_move || late {
                 newly_failed.push(m.name.clone());
             }

@@ -28,6 +28,7 @@ fn fleet(n: usize, canaries: usize) -> Vec<Member> {
             applied: Some(OLD.into()),
             applied_since: Some(t(-1000)),
             healthy_since: Some(t(-1000)),
+            unhealthy_since: None,
             failing: false,
             reconciled_at: Some(t(-1000)),
         })
@@ -43,9 +44,11 @@ fn cluster(members: &mut [Member], state: &State, now: Timestamp, good: bool) {
             m.applied = Some(pin);
             m.applied_since = Some(now);
             m.healthy_since = None;
+            m.unhealthy_since = Some(now);
             m.reconciled_at = Some(now);
         } else if m.healthy_since.is_none() && (good || m.applied.as_deref() == Some(OLD)) {
             m.healthy_since = Some(now);
+            m.unhealthy_since = None;
         }
     }
 }
@@ -255,4 +258,44 @@ fn namespaces_that_left_are_forgotten() {
     assert!(!next.state.admitted.contains_key("gone"));
     assert!(next.state.failed.is_empty());
     assert_eq!(next.admitted, ["ns-00"]);
+}
+
+#[test]
+fn a_done_namespace_with_a_passing_blip_is_not_failed_on_the_spot() {
+    let strategy = strategy(Amount::Count(1));
+    let mut members = fleet(20, 0);
+    let mut state = State::settled(OLD).retarget(NEW);
+    for second in 0..90 {
+        let step = step(&state, &members, &strategy, false, t(second));
+        state = step.state;
+        cluster(&mut members, &state, t(second), true);
+        if second == 35 {
+            // ns-00, done long ago (past the deadline from its apply), turns unhealthy for a
+            // moment while the rollout goes on.
+            assert_eq!(state.phase, Phase::Progressing);
+            members[0].healthy_since = None;
+            members[0].unhealthy_since = Some(t(35));
+        }
+        if second == 40 {
+            members[0].healthy_since = Some(t(40));
+            members[0].unhealthy_since = None;
+        }
+        assert!(state.failed.is_empty(), "failed at second {second}");
+    }
+    assert_eq!(state.phase, Phase::Complete);
+    // Unhealthy for longer than the deadline, it has failed.
+    let mut late = members.clone();
+    late[0].healthy_since = None;
+    late[0].unhealthy_since = Some(t(100));
+    let mut progressing = state.clone();
+    progressing.phase = Phase::Progressing;
+    assert!(
+        step(&progressing, &late, &strategy, false, t(129))
+            .failed
+            .is_empty()
+    );
+    assert_eq!(
+        step(&progressing, &late, &strategy, false, t(130)).failed,
+        ["ns-00"]
+    );
 }
