@@ -1,6 +1,6 @@
 //! flotilla's own credentials: its ServiceAccount token is refused what flotilla must not do
 //! (Secrets, cluster-wide or widened RBAC, bindings of powerful roles, Namespaces, Pods,
-//! tokens), and the Roles it stamps grant what the README lists and nothing dangerous.
+//! tokens), and the Roles it stamps grant what docs/security.md lists and nothing dangerous.
 
 use super::helpers::*;
 use crate::harness::*;
@@ -31,7 +31,7 @@ pub(super) async fn flotillas_own_credentials_are_refused_what_it_must_not_do() 
         .await
     );
 
-    // The Roles flotilla does stamp grant what the README lists, and nothing dangerous.
+    // The Roles flotilla does stamp grant what docs/security.md lists, and nothing dangerous.
     let fleet = Fleet::new("sec-rbac");
     let _running = fleet.start();
     let stamped_ns = "sec-rbac-stamped";
@@ -222,13 +222,13 @@ async fn namespaces_pods_and_tokens_are_refused(flotilla: &kube::Client, ns: &st
     );
 }
 
-/// The stamped Roles' rules as the README lists them (the first YAML block after the
-/// `<!-- stamped-roles` comment).
+/// The stamped Roles' rules as docs/security.md (linked from the README) lists them (the first
+/// YAML block after the `<!-- stamped-roles` comment).
 fn readme_role_rules() -> serde_json::Value {
-    let readme = std::fs::read_to_string(env().repo.join("README.md")).unwrap();
+    let readme = std::fs::read_to_string(env().repo.join("docs/security.md")).unwrap();
     let (_, after) = readme
         .split_once("<!-- stamped-roles")
-        .expect("README lists the stamped Roles");
+        .expect("docs/security.md lists the stamped Roles");
     let block = after
         .split_once("```yaml\n")
         .unwrap()
@@ -239,7 +239,7 @@ fn readme_role_rules() -> serde_json::Value {
     serde_saphyr::from_str(block).unwrap()
 }
 
-/// The Roles `fleet` stamped in `ns`: as many as the README lists, each with the README's
+/// The Roles `fleet` stamped in `ns`: as many as docs/security.md lists, each with its's
 /// rules, and none with a dangerous rule ([`assert_harmless`]).
 async fn stamped_roles_are_the_readmes(admin: &kube::Client, fleet: &Fleet, ns: &str) {
     let listed = readme_role_rules();
@@ -258,7 +258,7 @@ async fn stamped_roles_are_the_readmes(admin: &kube::Client, fleet: &Fleet, ns: 
         assert_eq!(
             rules,
             listed[role.name_any()],
-            "Role {} differs from the README",
+            "Role {} differs from docs/security.md",
             role.name_any()
         );
         for rule in role.rules.iter().flatten() {
