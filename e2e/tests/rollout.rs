@@ -246,6 +246,29 @@ async fn wait_all_at(client: &kube::Client, names: &[String], image: &str) {
     .await;
 }
 
+/// `flotilla rollout status --watch`'s exit code, waited for without blocking the test's
+/// runtime: the Kubelet task has to go on marking pods ready meanwhile.
+async fn watch_rollout(fleet: &Fleet, limit: Duration) -> i32 {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_flotilla"))
+        .args(["rollout", "status", "--watch", "--config"])
+        .arg(fleet.config_file())
+        .env("KUBECONFIG", &env().flotilla_kubeconfig)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.code().unwrap_or(-1);
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            panic!("flotilla rollout status --watch still waiting after {limit:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 fn with_image(fleet: &mut Fleet, tag: &str) -> String {
     let image = format!("{IMAGE}:{tag}");
     fleet.values["controllerImage"] = serde_json::json!(image);
@@ -505,7 +528,7 @@ async fn pause_holds_across_a_failover_resume_completes_and_undo_returns() {
     assert!(out.contains("Paused"), "{out}");
 
     assert_eq!(fleet.cli(&["rollout", "resume"]).0, 0);
-    assert_eq!(fleet.cli(&["rollout", "status", "--watch"]).0, 0);
+    assert_eq!(watch_rollout(&fleet, Duration::from_secs(120)).await, 0);
     wait_all_at(&client, &names, &v2).await;
 
     let (code, history) = fleet.cli(&["rollout", "history"]);
