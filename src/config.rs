@@ -3,14 +3,16 @@
 
 mod error;
 mod locate;
+mod rollout;
 
 pub use error::{ConfigError, ConfigProblem};
 
 use crate::overrides::{Override, OverrideSpec};
-use crate::rollout::{Amount, AmountFile, OnFailure, Strategy};
+use crate::rollout::Strategy;
 use crate::selector;
 use crate::yaml_error::YamlError;
 use kube::core::Selector;
+use rollout::RolloutFile;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -49,19 +51,6 @@ struct ConfigFile {
     policy: PolicyFile,
     #[serde(default)]
     rollout: RolloutFile,
-}
-
-/// How a new revision reaches the fleet (`rollout::Strategy`, whose defaults these are).
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct RolloutFile {
-    canary: Option<String>,
-    max_unavailable: Option<AmountFile>,
-    soak_seconds: Option<u64>,
-    progress_deadline_seconds: Option<u64>,
-    max_failures: Option<AmountFile>,
-    on_failure: Option<OnFailure>,
-    revision_history_limit: Option<usize>,
 }
 
 /// What a template may ask for beyond flotilla's fixed rules (`render::policy`), and which
@@ -351,53 +340,6 @@ impl ConfigFile {
                 allow_namespaces: self.policy.allow_namespaces,
             },
             rollout,
-        })
-    }
-}
-
-impl RolloutFile {
-    fn validate(self) -> Result<Strategy, (String, ConfigProblem)> {
-        let defaults = Strategy::default();
-        let canary = self
-            .canary
-            .map(|text| {
-                selector::parse(&text)
-                    .map_err(|e| refused("rollout.canary", ConfigProblem::Selector(e)))
-            })
-            .transpose()?;
-        let amount = |key: &str, written: Option<AmountFile>, default: Amount| {
-            written.map_or(Ok(default), |w| {
-                Amount::parse(&w).map_err(|e| refused(key, ConfigProblem::Amount(e)))
-            })
-        };
-        let history_limit = self
-            .revision_history_limit
-            .unwrap_or(defaults.history_limit);
-        if history_limit < 1 {
-            return Err(refused(
-                "rollout.revisionHistoryLimit",
-                ConfigProblem::AtLeast(1),
-            ));
-        }
-        let seconds = |s: Option<u64>, default: std::time::Duration| {
-            s.map_or(default, std::time::Duration::from_secs)
-        };
-        Ok(Strategy {
-            canary,
-            max_unavailable: amount(
-                "rollout.maxUnavailable",
-                self.max_unavailable,
-                defaults.max_unavailable,
-            )?,
-            soak: seconds(self.soak_seconds, defaults.soak),
-            progress_deadline: seconds(self.progress_deadline_seconds, defaults.progress_deadline),
-            max_failures: amount(
-                "rollout.maxFailures",
-                self.max_failures,
-                defaults.max_failures,
-            )?,
-            on_failure: self.on_failure.unwrap_or(defaults.on_failure),
-            history_limit,
         })
     }
 }

@@ -1,4 +1,5 @@
 use super::*;
+use crate::rollout::{Amount, OnFailure};
 
 /// Parses `text` as `<tmp>/flotilla.yaml`, next to a templates directory; errors as they
 /// are printed, with `<tmp>` for the directory.
