@@ -200,7 +200,8 @@ async fn fleet_object(client: &kube::Client, instance: &str) -> Option<FleetObje
         .ok()?
 }
 
-/// Waits until the Fleet's rollout of revision `target` is in `phase`.
+/// Waits until the Fleet's rollout of revision `target` is in `phase`; on a timeout, says what
+/// the Fleet showed last.
 async fn wait_fleet_phase(
     client: &kube::Client,
     instance: &str,
@@ -208,13 +209,27 @@ async fn wait_fleet_phase(
     phase: Phase,
     within: Duration,
 ) -> FleetObject {
-    let what = format!("Fleet {instance} {phase:?} at revision {target}");
-    eventually_within(within, &what, || async {
-        let fleet = fleet_object(client, instance).await?;
-        let status = fleet.status.as_ref()?;
-        (status.phase == phase && status.target_revision == target).then_some(fleet)
-    })
-    .await
+    let started = Instant::now();
+    loop {
+        let fleet = fleet_object(client, instance).await;
+        let status = fleet.as_ref().and_then(|f| f.status.as_ref());
+        if status.is_some_and(|s| s.phase == phase && s.target_revision == target) {
+            return fleet.unwrap();
+        }
+        assert!(
+            started.elapsed() < within,
+            "timed out after {within:?} waiting for Fleet {instance} {phase:?} at revision {target}; it shows {status:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The test's strategy: `progress_deadline` seconds for a namespace to turn healthy. Short
+/// where a failure is the point; generous where it is not, since a busy CI machine takes a while
+/// to create, schedule and report a pod.
+fn strategy(progress_deadline: u64, on_failure: &str) -> serde_json::Value {
+    serde_json::json!({"canary": "tier=canary", "maxUnavailable": 5, "soakSeconds": 2,
+        "progressDeadlineSeconds": progress_deadline, "onFailure": on_failure})
 }
 
 /// Starts from no Fleet and no revisions of `instance` (an earlier run of the suite on this
@@ -278,11 +293,7 @@ fn with_image(fleet: &mut Fleet, tag: &str) -> String {
 #[tokio::test]
 async fn a_good_revision_rolls_out_canaries_first_a_bad_one_stops_or_rolls_back() {
     let client = admin().await;
-    let mut fleet = Fleet::new("rollout").with(
-        "rollout",
-        serde_json::json!({"canary": "tier=canary", "maxUnavailable": 5, "soakSeconds": 2,
-            "progressDeadlineSeconds": 20}),
-    );
+    let mut fleet = Fleet::new("rollout").with("rollout", strategy(120, "Pause"));
     let names: Vec<String> = (0..40).map(|i| format!("rollout-{i:02}")).collect();
     // Canaries that sort neither first nor together: they go first for their label alone.
     let canaries = ["rollout-17", "rollout-33"];
@@ -372,6 +383,9 @@ async fn a_good_revision_rolls_out_canaries_first_a_bad_one_stops_or_rolls_back(
     flotilla.stop();
 
     // A bad image: its pods never become ready. The canaries fail, and nothing else moves.
+    fleet
+        .settings
+        .insert("rollout".into(), strategy(20, "Pause"));
     let bad = with_image(&mut fleet, "bad");
     let flotilla = fleet.start();
     let failed = wait_fleet_phase(
@@ -419,11 +433,9 @@ async fn a_good_revision_rolls_out_canaries_first_a_bad_one_stops_or_rolls_back(
     flotilla.stop();
 
     // Past the budget with onFailure: Rollback, the canaries return to the stable revision.
-    fleet.settings.insert(
-        "rollout".into(),
-        serde_json::json!({"canary": "tier=canary", "maxUnavailable": 5, "soakSeconds": 2,
-            "progressDeadlineSeconds": 20, "onFailure": "Rollback"}),
-    );
+    fleet
+        .settings
+        .insert("rollout".into(), strategy(20, "Rollback"));
     let worse = with_image(&mut fleet, "worse");
     let flotilla = fleet.start();
     eventually("the canaries to run the worse image", || async {
