@@ -199,6 +199,9 @@ async fn turn(ctx: &Context, queue: &WorkQueue, state: State) -> kube::Result<()
     let now = Timestamp::now();
     let step = rollout::step(&state, &members, &ctx.config.rollout, spec.paused, now);
     let known = |m: &rollout::Member| m.applied.as_deref().is_some_and(|a| ctx.revisions.known(a));
+    // The new pins first, then the queue: a reconcile that took a namespace at once would
+    // otherwise render it at its old pin, find it in sync and settle there for good.
+    ctx.rollout.set(Some(step.state.clone()));
     for m in &members {
         let before = state.pin(&m.name, m.applied.as_deref(), known(m));
         let after = step.state.pin(&m.name, m.applied.as_deref(), known(m));
@@ -206,7 +209,6 @@ async fn turn(ctx: &Context, queue: &WorkQueue, state: State) -> kube::Result<()
             queue.add(&m.name);
         }
     }
-    ctx.rollout.set(Some(step.state.clone()));
     for name in &step.failed {
         if let Some(m) = members.iter().find(|m| &m.name == name) {
             tracing::warn!(namespace = %name, applied = ?m.applied, since = ?m.applied_since,
