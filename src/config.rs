@@ -3,6 +3,7 @@
 
 mod error;
 mod locate;
+mod reload;
 mod rollout;
 
 pub use error::{ConfigError, ConfigProblem};
@@ -117,7 +118,7 @@ impl Default for Policy {
 
 /// Lease-based leader election among replicas (the Lease is named after `instance` and lives in
 /// `namespace`). With it off, every process writes: run exactly one.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LeaderElection {
     #[serde(default = "defaults::leader_election")]

@@ -4,8 +4,9 @@
 //! `flotilla render | kubectl apply` per namespace (the script).
 //!
 //! Then flotilla itself: cold converge, steady state (with a full resync in the window), the
-//! reaction to one more opt-in, a values rollout (restart with a new image), and a burst of N
-//! new opted-in namespaces. Request counts per verb come from the API server's audit log.
+//! reaction to one more opt-in, a values rollout to the whole fleet at once (restart with a new
+//! image), a progressive rollout (10% at a time, health-gated), and a burst of N new opted-in
+//! namespaces. Request counts per verb come from the API server's audit log.
 //!
 //! Run with `make bench` (N=500) or `N=2000 make bench`; see e2e/bench/run.sh.
 
@@ -16,10 +17,13 @@ mod cluster;
 mod common;
 mod converge;
 mod fleet_view;
+#[path = "../kubelet.rs"]
+mod kubelet;
 mod metrics;
 mod phase;
 mod probe;
 mod procstat;
+mod progressive;
 mod reaction;
 mod report;
 mod results;
@@ -52,6 +56,14 @@ async fn main() {
     );
     values["controllerImage"] = new_image.clone().into();
     let (config_b, _, renderer_b) = bench.config("flotilla-rollout.yaml", &values);
+    // The progressive rollout: another image, 10% of the fleet at a time.
+    let progressive_image = format!("{new_image}-progressive");
+    values["controllerImage"] = progressive_image.clone().into();
+    let (config_c, _, renderer_c) = bench.config_with(
+        "flotilla-progressive.yaml",
+        &values,
+        &progressive::strategy(),
+    );
     eprintln!(
         "bench: N={}, {} objects per namespace, concurrency {}, work dir {}",
         bench.n,
@@ -80,8 +92,12 @@ async fn main() {
     let (row, reaction) = reaction::run(&mut phase, &flotilla, &renderer, &react).await;
     record(&mut rows, row);
     let rollout = (config_b.as_path(), &renderer_b);
-    let (row, mut flotilla, rolled) =
+    let (row, flotilla, rolled) =
         converge::rollout(&mut phase, flotilla, rollout, &new_image).await;
+    record(&mut rows, row);
+    let progressive = (config_c.as_path(), &renderer_c);
+    let (row, mut flotilla, progressive) =
+        progressive::run(&mut phase, flotilla, progressive, &progressive_image).await;
     record(&mut rows, row);
     let (row, burst) = converge::burst(&mut phase, &mut flotilla, &renderer_b).await;
     record(&mut rows, row);
@@ -91,6 +107,7 @@ async fn main() {
         reaction,
         listed: vec![cold, rolled, burst],
         watches: phase.watches,
+        progressive,
     };
     phase.down();
 

@@ -4,6 +4,7 @@
 use crate::baselines::{LIMIT, LIMIT_ROLLOUT, LIMIT_VIEW, SCRIPT};
 use crate::converge::{Listed, lists_target};
 use crate::probe::DISTURBED;
+use crate::progressive::Progressive;
 use crate::reaction::Reaction;
 use crate::report::{self, Row, Target};
 use crate::setup::Bench;
@@ -17,7 +18,13 @@ pub struct Findings {
     /// flotilla's LISTs in the scenarios that converge, and how many watches it runs.
     pub listed: Vec<Listed>,
     pub watches: usize,
+    pub progressive: Progressive,
 }
+
+/// The rollout to the whole fleet at once before revisions and rollouts (bbd79b4, N=2000):
+/// `rollout/limit rollout`. Judged with room for run-to-run noise.
+const ROLLOUT_BEFORE_REVISIONS: f64 = 1.21;
+const NOISE: f64 = 1.1;
 
 pub fn print(bench: &Bench, rows: &[Row], findings: &Findings, took: Duration) {
     let row = |name: &str| rows.iter().find(|r| r.scenario == name);
@@ -47,6 +54,7 @@ pub fn print(bench: &Bench, rows: &[Row], findings: &Findings, took: Duration) {
             format!(" (target is for N={target}; this run N={n})")
         }
     };
+    let rollout_ratio = seconds("flotilla rollout") / seconds(LIMIT_ROLLOUT);
     let mut out = String::new();
     out.push_str(&format!(
         "\n== flotilla fleet bench, N={n} ({} objects per namespace), {:.0} s in all\n\n",
@@ -58,7 +66,7 @@ pub fn print(bench: &Bench, rows: &[Row], findings: &Findings, took: Duration) {
         "\nratios: cold/limit = {vs_limit:.2}x, cold/(limit + fleet view) = {vs_view:.2}x, burst/limit = {:.2}x, rollout/limit rollout = {:.2}x, \
          script/cold = {vs_script:.1}x (script extrapolated from {} namespaces)\n",
         seconds("flotilla burst") / seconds(LIMIT),
-        seconds("flotilla rollout") / seconds(LIMIT_ROLLOUT),
+        rollout_ratio,
         bench.script_sample
     ));
     let targets = [
@@ -80,6 +88,16 @@ pub fn print(bench: &Bench, rows: &[Row], findings: &Findings, took: Duration) {
         findings.steady.target(),
         findings.reaction.target(&at(1000)),
         lists_target(&findings.listed, findings.watches),
+        Target {
+            what: "rollout at maxUnavailable 100% no slower than before revisions".into(),
+            pass: rollout_ratio <= ROLLOUT_BEFORE_REVISIONS * NOISE,
+            detail: format!(
+                "rollout/limit rollout = {rollout_ratio:.2}x; {ROLLOUT_BEFORE_REVISIONS:.2}x at bbd79b4 (N=2000),                  passes up to {:.2}x{}",
+                ROLLOUT_BEFORE_REVISIONS * NOISE,
+                at(2000)
+            ),
+        },
+        findings.progressive.target(),
         Target {
             what: "flotilla peak RSS <= 100 MiB".into(),
             pass: no_rss.is_empty() && peak_rss <= 100.0,

@@ -87,8 +87,21 @@ impl Bench {
         }
     }
 
-    /// A flotilla config for the bench: the snapshot of templates, and `values`.
+    /// A flotilla config for the bench (the snapshot of templates, and `values`) that rolls out
+    /// to the whole fleet at once: the bench measures throughput, and its pods never
+    /// become ready (no kubelet) unless a scenario marks them so (progressive.rs).
     pub fn config(&self, name: &str, values: &serde_json::Value) -> (PathBuf, Config, Renderer) {
+        let all_at_once = serde_json::json!({"maxUnavailable": "100%"});
+        self.config_with(name, values, &all_at_once)
+    }
+
+    /// The same with the rollout strategy `rollout`.
+    pub fn config_with(
+        &self,
+        name: &str,
+        values: &serde_json::Value,
+        rollout: &serde_json::Value,
+    ) -> (PathBuf, Config, Renderer) {
         let config = serde_json::json!({
             "selector": format!("{LABEL}=on"),
             "templates": self.templates,
@@ -100,6 +113,7 @@ impl Bench {
             "apiBurst": 2000,
             "degradedAfterSeconds": DEGRADED_AFTER_SECONDS,
             "leaderElection": {"enabled": true},
+            "rollout": rollout,
             "values": values,
         });
         let path = self.work.join(name);

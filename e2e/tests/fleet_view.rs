@@ -6,7 +6,7 @@ use crate::harness::*;
 use flotilla::status::{NamespaceWorker, Phase};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, ResourceExt};
 use kube::runtime::{WatchStreamExt, watcher};
 use std::sync::{Arc, Mutex};
@@ -181,21 +181,6 @@ async fn worker_phase_follows_the_controller_deployment() {
     })
     .await;
     let _ = namespaces.delete(ns, &DeleteParams::default()).await;
-}
-
-/// Events about the object with `uid` (of `kind`) with `reason`.
-async fn events(client: &kube::Client, kind: &str, uid: &str, reason: &str) -> Vec<Event> {
-    let api: Api<Event> = Api::namespaced(client.clone(), "default");
-    let list = api.list(&ListParams::default()).await.unwrap();
-    list.items
-        .into_iter()
-        .filter(|e| {
-            let regarding = &e.involved_object;
-            e.reason.as_deref() == Some(reason)
-                && regarding.kind.as_deref() == Some(kind)
-                && regarding.uid.as_deref() == Some(uid)
-        })
-        .collect()
 }
 
 #[tokio::test]

@@ -10,7 +10,7 @@ use crate::common::{
 pub use crate::common::{client_for, kubectl};
 use flotilla::kinds::Kind;
 use flotilla::ownership;
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Event, Namespace};
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams, ObjectMeta, PostParams};
 use std::collections::{BTreeMap, BTreeSet};
@@ -792,4 +792,19 @@ pub fn kubeconfig_for_account(namespace: &str, account: &str) -> PathBuf {
         .join(format!("{namespace}-{account}.kubeconfig"));
     write_kubeconfig(namespace, account, &path);
     path
+}
+
+/// Events about the object with `uid` (of `kind`) with `reason`.
+pub async fn events(client: &kube::Client, kind: &str, uid: &str, reason: &str) -> Vec<Event> {
+    let api: Api<Event> = Api::namespaced(client.clone(), "default");
+    let list = api.list(&ListParams::default()).await.unwrap();
+    list.items
+        .into_iter()
+        .filter(|e| {
+            let regarding = &e.involved_object;
+            e.reason.as_deref() == Some(reason)
+                && regarding.kind.as_deref() == Some(kind)
+                && regarding.uid.as_deref() == Some(uid)
+        })
+        .collect()
 }

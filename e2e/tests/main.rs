@@ -13,7 +13,10 @@ mod fleet_view;
 mod harness;
 mod image;
 mod install;
+#[path = "../kubelet.rs"]
+mod kubelet;
 mod leadership;
+mod live_config;
 mod model;
 mod pod;
 mod rollout;

@@ -208,7 +208,8 @@ async fn run_case(seed: u64, steps: usize) {
             Step::ChangeValues => {
                 let parallelism = fleet.values["parallelism"].as_i64().unwrap_or(50);
                 fleet.values["parallelism"] = (if parallelism == 50 { 60 } else { 50 }).into();
-                // Values are read at start: a running flotilla is restarted with them.
+                // Written by the next start (a running flotilla is restarted with them; a live
+                // edit is e2e/tests/live_config.rs's).
                 if flotilla.take().is_some() {
                     flotilla = Some(fleet.start());
                 }

@@ -1,95 +1,22 @@
 //! Rollouts on the real control plane: revisions reach the fleet canaries first, a few
 //! namespaces at a time, each only once the one before is healthy; a bad revision stops or
 //! rolls back; pause holds across a failover; undo returns the fleet. The pods are marked
-//! ready (the suite has no kubelet) only when they run an image the test accepts.
+//! ready (the suite has no kubelet: e2e/kubelet.rs stands in) only when they run an image the
+//! test accepts.
 
 use crate::harness::*;
+use crate::kubelet::Kubelet;
 use flotilla::rollout::Phase;
 use flotilla::rollout::fleet::Fleet as FleetObject;
 use flotilla::status::{NamespaceWorker, Phase as WorkerPhase};
 use k8s_openapi::api::apps::v1::{ControllerRevision, Deployment};
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, ResourceExt};
-use std::collections::{BTreeMap, BTreeSet};
+use kube::api::{Api, DeleteParams, ListParams, ResourceExt};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 
 const IMAGE: &str = "quay.io/argoproj/workflow-controller";
-
-/// Stands in for the kubelet for the controller pods of namespaces starting with `prefix`:
-/// pods running an accepted image are marked Ready; the rest stay Pending, as a pod whose
-/// image crashes would.
-struct Kubelet {
-    accepted: Arc<Mutex<BTreeSet<String>>>,
-    task: JoinHandle<()>,
-}
-
-impl Kubelet {
-    fn start(client: &kube::Client, prefix: &str, accepted: &[&str]) -> Kubelet {
-        let accepted = Arc::new(Mutex::new(
-            accepted
-                .iter()
-                .map(|s| s.to_string())
-                .collect::<BTreeSet<_>>(),
-        ));
-        let pods: Api<Pod> = Api::all(client.clone());
-        let (prefix, images) = (prefix.to_string(), Arc::clone(&accepted));
-        let task = tokio::spawn(async move {
-            loop {
-                let params = ListParams::default().labels("app=workflow-controller");
-                for pod in pods
-                    .list(&params)
-                    .await
-                    .map(|l| l.items)
-                    .unwrap_or_default()
-                {
-                    let ns = pod.namespace().unwrap_or_default();
-                    let image = pod
-                        .spec
-                        .as_ref()
-                        .and_then(|s| s.containers.first())
-                        .and_then(|c| c.image.clone())
-                        .unwrap_or_default();
-                    let ready = pod
-                        .status
-                        .as_ref()
-                        .and_then(|s| s.conditions.as_ref())
-                        .is_some_and(|c| {
-                            c.iter().any(|c| c.type_ == "Ready" && c.status == "True")
-                        });
-                    let accept = images.lock().unwrap().contains(&image);
-                    if !ns.starts_with(&prefix) || ready || !accept {
-                        continue;
-                    }
-                    let now = k8s_openapi::jiff::Timestamp::now().to_string();
-                    let patch = serde_json::json!({"status": {"phase": "Running",
-                        "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": now}]}});
-                    let api: Api<Pod> = Api::namespaced(pods.clone().into_client(), &ns);
-                    let _ = api
-                        .patch_status(
-                            &pod.name_any(),
-                            &PatchParams::default(),
-                            &Patch::Merge(patch),
-                        )
-                        .await;
-                }
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-        });
-        Kubelet { accepted, task }
-    }
-
-    fn accept(&self, image: &str) {
-        self.accepted.lock().unwrap().insert(image.to_string());
-    }
-}
-
-impl Drop for Kubelet {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
 
 /// What the cluster shows of one namespace: its controller Deployment's image and whether the
 /// Deployment is healthy (the new generation runs, no old pod left), and its worker's phase.
@@ -372,7 +299,10 @@ async fn a_good_revision_rolls_out_canaries_first_a_bad_one_stops_or_rolls_back(
         peak >= 3,
         "the watcher saw at most {peak} namespaces move at once"
     );
-    println!("40 namespaces, maxUnavailable 5: complete in {took:?}, peak {peak} unavailable");
+    println!(
+        "40 namespaces, maxUnavailable 5: complete in {took:?}, peak {peak} unavailable; {} pods marked ready",
+        kubelet.marked.lock().unwrap()
+    );
     let table = kubectl(&env().admin_kubeconfig, &["get", "fleet", &fleet.instance]);
     println!("{table}");
     assert!(

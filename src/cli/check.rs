@@ -1,7 +1,7 @@
 //! `flotilla check`: validates the config and templates offline, reporting every problem at
 //! once, each with its file and line.
 
-use super::{CliError, with_full_path};
+use super::CliError;
 use flotilla::config::Config;
 use flotilla::render::{self, Renderer};
 use std::path::Path;
@@ -45,7 +45,7 @@ pub fn check(config_path: &Path) -> Result<(), CliError> {
     }
     let count = problems.len();
     for problem in problems {
-        println!("{}", with_full_path(&config, problem));
+        println!("{}", problem.in_dir(&config.templates_dir));
     }
     Err(CliError(anyhow::anyhow!(
         "{count} problem(s) in {}",

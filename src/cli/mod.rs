@@ -11,7 +11,7 @@ pub mod run;
 pub mod status;
 
 use flotilla::config::Config;
-use flotilla::render::{RenderError, Renderer};
+use flotilla::render::Renderer;
 use std::path::Path;
 
 /// An error at the binary's edge. Every failure exits with code 2, as `kubectl diff` does, since
@@ -33,22 +33,8 @@ impl std::fmt::Display for CliError {
 /// Loads and validates the config and compiles its templates.
 pub fn load(config_path: &Path) -> Result<(Config, Renderer), CliError> {
     let config = Config::load(config_path).map_err(|e| CliError(e.into()))?;
-    let renderer = Renderer::load(&config).map_err(|e| {
-        CliError(anyhow::anyhow!(
-            "templates in {}:\n{e}",
-            config.templates_dir.display()
-        ))
-    })?;
+    let renderer = flotilla::render::load(&config).map_err(|e| CliError(anyhow::anyhow!("{e}")))?;
     Ok((config, renderer))
-}
-
-/// Template problems carry the file name; show it as a path a terminal can open.
-pub fn with_full_path(config: &Config, mut problem: RenderError) -> RenderError {
-    let path = config.templates_dir.join(&problem.origin);
-    if path.is_file() {
-        problem.origin = path.display().to_string();
-    }
-    problem
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]

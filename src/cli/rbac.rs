@@ -10,7 +10,7 @@ pub fn rbac(config_path: &std::path::Path) -> Result<(), CliError> {
         let lines: Vec<String> = errors
             .0
             .into_iter()
-            .map(|e| super::with_full_path(&config, e).to_string())
+            .map(|e| e.in_dir(&config.templates_dir).to_string())
             .collect();
         CliError(anyhow::anyhow!(
             "templates in {}:\n{}",

@@ -22,8 +22,8 @@ pub struct RolloutArgs {
 
 #[derive(clap::Subcommand)]
 enum RolloutCommand {
-    /// Show the rollout (exit 0: complete; 1: paused, failed, rolled back or, without
-    /// --watch, still in progress).
+    /// Show the rollout (exit 0: complete; 1: paused, failed, rolled back, reaping held or,
+    /// without --watch, still in progress).
     Status {
         /// Wait, showing progress, until the rollout completes, pauses or fails.
         #[arg(long, short = 'w')]
@@ -31,7 +31,7 @@ enum RolloutCommand {
     },
     /// Hold the rollout where it is.
     Pause,
-    /// Go on with a paused rollout.
+    /// Go on with a paused rollout, and confirm the reaping the brake holds.
     Resume,
     /// Roll the fleet out to an earlier revision (default: the stable one, or the one before it).
     Undo {
@@ -53,7 +53,14 @@ pub fn rollout(config_path: &Path, args: &RolloutArgs) -> Result<u8, CliError> {
             RolloutCommand::Status { watch } => status(&fleets, name, *watch).await,
             RolloutCommand::Pause => set(&fleets, name, serde_json::json!({"paused": true})).await,
             RolloutCommand::Resume => {
-                set(&fleets, name, serde_json::json!({"paused": false})).await
+                // Resuming also confirms the reaping the brake holds, as many as it shows.
+                let held = get(&fleets, name).await?.status.map_or(0, |s| s.reap_held);
+                let spec = if held > 0 {
+                    serde_json::json!({"paused": false, "confirmReaping": held})
+                } else {
+                    serde_json::json!({"paused": false})
+                };
+                set(&fleets, name, spec).await
             }
             RolloutCommand::Undo { to_revision } => {
                 let kept = history_of(&client, &config).await?;
@@ -130,6 +137,8 @@ async fn status(fleets: &Api<Fleet>, name: &str, watch: bool) -> Result<u8, CliE
                 .revision
                 .is_none_or(|n| n == status.target_revision);
         let code = match status.phase {
+            // Held by the brake on mass reaping: waiting for an admin, as a pause is.
+            _ if status.reap_held > 0 => Some(1),
             _ if !observed && watch => None,
             _ if !observed => Some(1),
             Phase::Complete => Some(0),

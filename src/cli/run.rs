@@ -33,6 +33,7 @@ pub fn run(config_path: &Path, args: &RunArgs) -> Result<(), CliError> {
     let options = RunOptions {
         http_address: args.http_address,
         identity,
+        config_path: config_path.to_path_buf(),
     };
     let runtime = tokio::runtime::Runtime::new().map_err(|e| CliError(e.into()))?;
     runtime

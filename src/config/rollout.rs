@@ -1,7 +1,7 @@
 //! The config's `rollout` section: how a new revision reaches the fleet.
 
 use super::{ConfigProblem, refused};
-use crate::rollout::{Amount, AmountFile, OnFailure, Strategy};
+use crate::rollout::{Amount, AmountFile, OnFailure, ReapBrake, Strategy};
 use crate::selector;
 use serde::Deserialize;
 
@@ -16,6 +16,15 @@ pub(super) struct RolloutFile {
     max_failures: Option<AmountFile>,
     on_failure: Option<OnFailure>,
     revision_history_limit: Option<usize>,
+    reap_brake: Option<ReapBrakeFile>,
+}
+
+/// `rollout.reapBrake`: how many namespaces opting out at once wait for confirmation.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ReapBrakeFile {
+    share: Option<AmountFile>,
+    at_least: Option<usize>,
 }
 
 impl RolloutFile {
@@ -42,6 +51,15 @@ impl RolloutFile {
                 ConfigProblem::AtLeast(1),
             ));
         }
+        let brake = self.reap_brake.unwrap_or_default();
+        let reap_brake = ReapBrake {
+            share: amount(
+                "rollout.reapBrake.share",
+                brake.share,
+                defaults.reap_brake.share,
+            )?,
+            at_least: brake.at_least.unwrap_or(defaults.reap_brake.at_least),
+        };
         let seconds = |s: Option<u64>, default: std::time::Duration| {
             s.map_or(default, std::time::Duration::from_secs)
         };
@@ -61,6 +79,7 @@ impl RolloutFile {
             )?,
             on_failure: self.on_failure.unwrap_or(defaults.on_failure),
             history_limit,
+            reap_brake,
         })
     }
 }

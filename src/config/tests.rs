@@ -38,8 +38,12 @@ fn rollout_defaults_are_safe_and_each_setting_is_read() {
     assert_eq!(defaults.on_failure, OnFailure::Pause);
     assert_eq!(defaults.soak.as_secs(), 60);
     assert_eq!(defaults.history_limit, 10);
+    assert_eq!(
+        (defaults.reap_brake.share, defaults.reap_brake.at_least),
+        (Amount::Percent(10), 5)
+    );
     let config = parse(
-        "rollout:\n  canary: tier=canary\n  maxUnavailable: 5\n  soakSeconds: 2\n  progressDeadlineSeconds: 30\n  maxFailures: 10%\n  onFailure: Rollback\n  revisionHistoryLimit: 3\n",
+        "rollout:\n  canary: tier=canary\n  maxUnavailable: 5\n  soakSeconds: 2\n  progressDeadlineSeconds: 30\n  maxFailures: 10%\n  onFailure: Rollback\n  revisionHistoryLimit: 3\n  reapBrake:\n    share: 25%\n    atLeast: 2\n",
     )
     .unwrap();
     let r = &config.rollout;
@@ -49,6 +53,10 @@ fn rollout_defaults_are_safe_and_each_setting_is_read() {
     assert_eq!(r.max_failures, Amount::Percent(10));
     assert_eq!(r.on_failure, OnFailure::Rollback);
     assert_eq!(r.history_limit, 3);
+    assert_eq!(
+        (r.reap_brake.share, r.reap_brake.at_least),
+        (Amount::Percent(25), 2)
+    );
     assert_eq!(
         parse("rollout:\n  maxUnavailable: \"100%\"\n")
             .unwrap()

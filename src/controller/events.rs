@@ -54,6 +54,8 @@ pub enum Reason {
     RolloutComplete,
     RolloutFailed,
     RolledBack,
+    ConfigRefused,
+    ReapingHeld,
 }
 
 impl Reason {
@@ -70,6 +72,8 @@ impl Reason {
             Reason::RolloutComplete => "RolloutComplete",
             Reason::RolloutFailed => "RolloutFailed",
             Reason::RolledBack => "RolledBack",
+            Reason::ConfigRefused => "ConfigRefused",
+            Reason::ReapingHeld => "ReapingHeld",
         }
     }
 
@@ -85,7 +89,9 @@ impl Reason {
             | Reason::ApplyFailed
             | Reason::Conflict
             | Reason::RolloutFailed
-            | Reason::RolledBack => "Warning",
+            | Reason::RolledBack
+            | Reason::ConfigRefused
+            | Reason::ReapingHeld => "Warning",
         }
     }
 }

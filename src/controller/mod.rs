@@ -1,9 +1,12 @@
 //! The operator loop: watches feed a work queue of namespace names; reconciler tasks take them
 //! one at a time through the pipeline in reconcile.rs.
 
+mod brake;
 pub mod events;
 mod execute;
+mod follow;
 mod index;
+mod live;
 mod memory;
 mod names;
 mod queue;
@@ -19,9 +22,9 @@ mod worker;
 use crate::config::Config;
 use crate::object::{ObjectKey, Stamped};
 use crate::plan::{NamespaceState, Snapshot};
-use crate::render::Renderer;
 use crate::telemetry::Metrics;
 use execute::Executor;
+use live::Live;
 use memory::Memory;
 use revisions::Revisions;
 use rollout::Rollout;
@@ -36,12 +39,14 @@ pub use run::{RunOptions, run};
 /// Everything a reconcile needs. Nothing global.
 pub struct Context {
     client: kube::Client,
+    /// The config as the process started: its process settings hold until a restart.
     config: Config,
-    /// The revision of this replica's config and templates.
-    renderer: Renderer,
+    /// The config and templates in force, which follow the files.
+    live: Live,
     /// Every kept revision, this one included: what namespaces are rendered at.
     revisions: Revisions,
     rollout: Rollout,
+    brake: brake::Brake,
     stores: Stores,
     memory: Arc<Memory>,
     events: events::Events,
@@ -57,7 +62,7 @@ impl Context {
             namespace: self
                 .stores
                 .namespace(name)
-                .map(|ns| NamespaceState::of(&ns.metadata, &self.config.selector)),
+                .map(|ns| NamespaceState::of(&ns.metadata, &self.live.get().config.selector)),
             stamped: self.stores.stamped_for(name),
             worker_version: self
                 .stores

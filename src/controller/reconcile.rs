@@ -39,7 +39,21 @@ pub async fn reconcile(ctx: &Context, name: &str) -> Result<Outcome, Error> {
     };
     snapshot.revision.clone_from(&pin);
     let namespace = match plan::triage(&snapshot, started) {
-        Triage::Reap => return reap(ctx, &snapshot).await,
+        Triage::Reap => {
+            // A namespace that opts out waits while the brake on mass reaping holds; what a
+            // deleted one leaves never does.
+            let opting_out = ctx
+                .stores
+                .namespace(name)
+                .is_some_and(|ns| ns.metadata.deletion_timestamp.is_none());
+            if opting_out && !ctx.brake.may_reap(name) {
+                tracing::debug!(namespace = name, "reaping held by the brake");
+                return Ok(Outcome::default());
+            }
+            let outcome = reap(ctx, &snapshot).await?;
+            ctx.brake.reaped(name);
+            return Ok(outcome);
+        }
         Triage::Settled { until } => {
             let recheck = until.map(|t| t.saturating_duration_since(started));
             return Ok(Outcome {
@@ -49,7 +63,8 @@ pub async fn reconcile(ctx: &Context, name: &str) -> Result<Outcome, Error> {
         }
         Triage::Sync(namespace) => namespace.clone(),
     };
-    let renderer = ctx.revisions.renderer(&pin);
+    let live = ctx.live.get();
+    let renderer = ctx.revisions.renderer(&pin, &live.config);
     let rendered = match &renderer {
         Some(renderer) => renderer.render(&namespace.input),
         None => Err(RenderErrors(vec![RenderError {
@@ -91,7 +106,7 @@ pub async fn reconcile(ctx: &Context, name: &str) -> Result<Outcome, Error> {
         health: tally.health.as_ref(),
         revision: &pin,
         now: status::now(),
-        degraded_after: Duration::from_secs(ctx.config.degraded_after_seconds),
+        degraded_after: Duration::from_secs(live.config.degraded_after_seconds),
     };
     let (status, recheck) = status::compute(previous.as_ref(), &observation);
     outcome.recheck = recheck;

@@ -1,7 +1,9 @@
 //! The kept revisions as the leader knows them: listed from flotilla's namespace each time it
-//! gains leadership, with its own config recorded as the newest, pruned to the history limit,
-//! and each compiled on first use. Only the leader writes them, so its list stays current.
+//! gains leadership, with the config in force recorded as the newest (again whenever it
+//! changes), pruned to the history limit, and each compiled on first use. Only the leader
+//! writes them, so its list stays current.
 
+use super::live::Current;
 use crate::config::Config;
 use crate::render::Renderer;
 use crate::rollout::revision::{self, Content, Stored};
@@ -14,128 +16,142 @@ use std::sync::{Arc, RwLock};
 
 struct Kept {
     stored: Stored,
+    /// Its ControllerRevision's uid: a delete removes that object and no other.
+    uid: Option<String>,
     /// Compiled on first use; `None` until then, or for good if it does not compile.
     renderer: Option<Arc<Renderer>>,
     broken: bool,
 }
 
+impl Kept {
+    fn of(object: &ControllerRevision) -> Result<Kept, revision::RevisionError> {
+        Ok(Kept {
+            stored: revision::read(object)?,
+            uid: object.metadata.uid.clone(),
+            renderer: None,
+            broken: false,
+        })
+    }
+}
+
+/// Kept by name: their namespace and instance are the process's, which a reload never changes.
 pub struct Revisions {
-    config: Config,
+    namespace: String,
+    instance: String,
     kept: RwLock<BTreeMap<String, Kept>>,
 }
 
 impl Revisions {
     pub fn new(config: &Config) -> Revisions {
         Revisions {
-            config: config.clone(),
+            namespace: config.namespace.clone(),
+            instance: config.instance.clone(),
             kept: RwLock::default(),
         }
     }
 
     fn api(&self, client: &kube::Client) -> Api<ControllerRevision> {
-        Api::namespaced(client.clone(), &self.config.namespace)
+        Api::namespaced(client.clone(), &self.namespace)
     }
 
-    /// Lists the kept revisions, records `current` (this replica's config) as the newest, and
-    /// deletes the oldest beyond the history limit that nothing uses (`in_use`). Returns whether
-    /// `current` became the newest just now (which supersedes an undo).
-    pub async fn load(
-        &self,
-        client: &kube::Client,
-        current: &Renderer,
-        in_use: &BTreeSet<String>,
-        metrics: &Metrics,
-    ) -> kube::Result<bool> {
-        let api = self.api(client);
-        let selector = crate::ownership::watch_selector(&self.config.instance);
+    /// Lists the kept revisions: on a gain of leadership, when another replica may have
+    /// recorded some.
+    pub async fn list(&self, client: &kube::Client, metrics: &Metrics) -> kube::Result<()> {
+        let selector = crate::ownership::watch_selector(&self.instance);
         let listed = metrics.count(
             "list",
-            api.list(&ListParams::default().labels(&selector)).await,
+            self.api(client)
+                .list(&ListParams::default().labels(&selector))
+                .await,
         )?;
         let mut kept = BTreeMap::new();
         for object in &listed.items {
-            match revision::read(object) {
-                Ok(stored) => {
-                    kept.insert(
-                        stored.hash.clone(),
-                        Kept {
-                            stored,
-                            renderer: None,
-                            broken: false,
-                        },
-                    );
+            match Kept::of(object) {
+                Ok(k) => {
+                    kept.insert(k.stored.hash.clone(), k);
                 }
                 Err(e) => tracing::warn!(error = %e, "a ControllerRevision is not used"),
             }
         }
-        let newest = kept.values().map(|k| k.stored.number).max().unwrap_or(0);
-        let hash = current.revision().to_string();
-        let made_newest = match kept.get_mut(&hash) {
-            Some(k) if k.stored.number == newest => false,
+        *write(&self.kept) = kept;
+        Ok(())
+    }
+
+    /// Records `current` (the config in force and its templates) as the newest revision, and
+    /// deletes the oldest beyond the history limit that nothing uses (`in_use`). Returns whether
+    /// `current` became the newest just now (which supersedes an undo).
+    pub async fn record(
+        &self,
+        client: &kube::Client,
+        current: &Current,
+        in_use: &BTreeSet<String>,
+        metrics: &Metrics,
+    ) -> kube::Result<bool> {
+        let api = self.api(client);
+        let hash = current.renderer.revision().to_string();
+        let (newest, number) = {
+            let kept = read(&self.kept);
+            let newest = kept.values().map(|k| k.stored.number).max().unwrap_or(0);
+            (newest, kept.get(&hash).map(|k| k.stored.number))
+        };
+        let made_newest = match number {
+            Some(n) if n == newest => false,
             // Back to an earlier revision's content: it is the newest again, as Kubernetes
             // renumbers a Deployment's old ReplicaSet on a rollback.
-            Some(k) => {
+            Some(_) => {
                 let patch = serde_json::json!({ "revision": newest + 1 });
-                let name = revision::object_name(&self.config.instance, &hash);
+                let name = revision::object_name(&self.instance, &hash);
                 let params = PatchParams::default();
                 metrics.count(
                     "patch",
                     api.patch(&name, &params, &Patch::Merge(&patch)).await,
                 )?;
-                k.stored.number = newest + 1;
+                if let Some(k) = write(&self.kept).get_mut(&hash) {
+                    k.stored.number = newest + 1;
+                }
                 true
             }
             None => {
-                let content = Content::of(&self.config, current.sources());
+                let content = Content::of(&current.config, current.renderer.sources());
                 let object =
-                    revision::controller_revision(&self.config, &hash, newest + 1, &content);
+                    revision::controller_revision(&current.config, &hash, newest + 1, &content);
                 let created =
                     metrics.count("create", api.create(&PostParams::default(), &object).await)?;
-                let stored = revision::read(&created).map_err(|e| {
+                let kept = Kept::of(&created).map_err(|e| {
                     kube::Error::Service(format!("reading back what was created: {e}").into())
                 })?;
-                kept.insert(
-                    hash.clone(),
-                    Kept {
-                        stored,
-                        renderer: None,
-                        broken: false,
-                    },
-                );
+                write(&self.kept).insert(hash.clone(), kept);
                 true
             }
         };
-        tracing::info!(revision = %hash, number = kept[&hash].stored.number, kept = kept.len(), "revisions loaded");
-        self.prune(&api, &mut kept, &hash, in_use, &listed.items, metrics)
-            .await;
-        *write(&self.kept) = kept;
+        let (number, count) = {
+            let kept = read(&self.kept);
+            (kept.get(&hash).map_or(0, |k| k.stored.number), kept.len())
+        };
+        tracing::info!(revision = %hash, number, kept = count, "revision recorded as the newest");
+        let limit = current.config.rollout.history_limit;
+        self.prune(&api, limit, &hash, in_use, metrics).await;
         Ok(made_newest)
     }
 
     async fn prune(
         &self,
         api: &Api<ControllerRevision>,
-        kept: &mut BTreeMap<String, Kept>,
+        limit: usize,
         current: &str,
         in_use: &BTreeSet<String>,
-        listed: &[ControllerRevision],
         metrics: &Metrics,
     ) {
-        let mut by_number: Vec<(i64, String)> = kept
+        let mut by_number: Vec<(i64, String, Option<String>)> = read(&self.kept)
             .iter()
-            .map(|(hash, k)| (k.stored.number, hash.clone()))
+            .map(|(hash, k)| (k.stored.number, hash.clone(), k.uid.clone()))
             .collect();
         by_number.sort_unstable_by(|a, b| b.cmp(a));
-        let limit = self.config.rollout.history_limit;
-        for (_, hash) in by_number.into_iter().skip(limit) {
+        for (_, hash, uid) in by_number.into_iter().skip(limit) {
             if hash == current || in_use.contains(&hash) {
                 continue;
             }
-            let name = revision::object_name(&self.config.instance, &hash);
-            let uid = listed
-                .iter()
-                .find(|o| o.metadata.name.as_deref() == Some(name.as_str()))
-                .and_then(|o| o.metadata.uid.clone());
+            let name = revision::object_name(&self.instance, &hash);
             let params = DeleteParams {
                 preconditions: Some(Preconditions {
                     uid,
@@ -145,7 +161,7 @@ impl Revisions {
             };
             match metrics.count("delete", api.delete(&name, &params).await) {
                 Ok(_) => {
-                    kept.remove(&hash);
+                    write(&self.kept).remove(&hash);
                 }
                 Err(e) => {
                     tracing::warn!(revision = %hash, error = %e, "could not delete an old revision")
@@ -154,9 +170,18 @@ impl Revisions {
         }
     }
 
-    /// The renderer of revision `hash`, compiled on first use; `None` if it is not kept or
-    /// does not compile (logged once).
-    pub fn renderer(&self, hash: &str) -> Option<Arc<Renderer>> {
+    /// Forgets every compiled revision, to be compiled again on next use: the policy they
+    /// were compiled with changed.
+    pub fn recompile(&self) {
+        for kept in write(&self.kept).values_mut() {
+            kept.renderer = None;
+            kept.broken = false;
+        }
+    }
+
+    /// The renderer of revision `hash` under `config` (the one in force), compiled on first
+    /// use; `None` if it is not kept or does not compile (logged once).
+    pub fn renderer(&self, hash: &str, config: &Config) -> Option<Arc<Renderer>> {
         if let Some(kept) = read(&self.kept).get(hash) {
             if let Some(renderer) = &kept.renderer {
                 return Some(Arc::clone(renderer));
@@ -167,7 +192,7 @@ impl Revisions {
         }
         let mut kept = write(&self.kept);
         let entry = kept.get_mut(hash)?;
-        match entry.stored.renderer(&self.config) {
+        match entry.stored.renderer(config) {
             Ok(renderer) => {
                 let renderer = Arc::new(renderer);
                 entry.renderer = Some(Arc::clone(&renderer));

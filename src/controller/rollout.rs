@@ -3,7 +3,9 @@
 //! status is written when it changed. Reconciles ask [`Rollout::pin`] which revision to render.
 
 use super::Context;
+use super::brake::Seen;
 use super::events::Reason;
+use super::live::Current;
 use super::queue::WorkQueue;
 use crate::rollout::fleet::{self, Fleet, FleetSpec, FleetStatus};
 use crate::rollout::{self, Phase, State, member::member};
@@ -28,6 +30,8 @@ pub struct Rollout {
     /// The Fleet status this leader wrote last: the watch shows it a moment later, and only the
     /// leader writes it.
     written: RwLock<Option<FleetStatus>>,
+    /// The config refusal last published as an Event.
+    refusal_reported: RwLock<Option<String>>,
 }
 
 impl Default for Rollout {
@@ -36,6 +40,7 @@ impl Default for Rollout {
             state: RwLock::new(None),
             ready: watch::channel(false).0,
             written: RwLock::new(None),
+            refusal_reported: RwLock::new(None),
         }
     }
 }
@@ -97,25 +102,12 @@ pub async fn run(ctx: Arc<Context>, queue: Arc<WorkQueue>, mut leader: watch::Re
     }
 }
 
-/// On a gain of leadership: the revisions (this config's recorded as the newest), the Fleet
-/// (created if missing), and the rollout state its status records.
+/// On a gain of leadership: the revisions (the config in force recorded as the newest), the
+/// Fleet (created if missing), and the rollout state its status records.
 async fn load(ctx: &Context) -> kube::Result<State> {
-    let fleet = ctx.stores.fleet();
-    let mut in_use: BTreeSet<String> = ctx
-        .stores
-        .workers()
-        .iter()
-        .filter_map(|w| w.status.as_ref().map(|s| s.revision.clone()))
-        .collect();
-    if let Some(status) = fleet.as_ref().and_then(|f| f.status.as_ref()) {
-        in_use.extend([status.stable_hash.clone(), status.target_hash.clone()]);
-    }
-    let made_newest = ctx
-        .revisions
-        .load(&ctx.client, &ctx.renderer, &in_use, &ctx.metrics)
-        .await?;
+    ctx.revisions.list(&ctx.client, &ctx.metrics).await?;
     let api: Api<Fleet> = Api::all(ctx.client.clone());
-    let fleet = match fleet {
+    let fleet = match ctx.stores.fleet() {
         Some(fleet) => (*fleet).clone(),
         None => {
             let mut object = Fleet::new(&ctx.config.instance, FleetSpec::default());
@@ -138,28 +130,53 @@ async fn load(ctx: &Context) -> kube::Result<State> {
             }
         }
     };
-    // A newer revision supersedes an undo.
-    if made_newest && fleet.spec.revision.is_some() {
-        let patch = serde_json::json!({"spec": {"revision": null}});
-        ctx.metrics.count(
-            "patch",
-            api.patch(
-                &ctx.config.instance,
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await,
-        )?;
-    }
-    let current = ctx.renderer.revision();
+    let live = ctx.live.get();
+    record(ctx, &live, &fleet).await?;
     let state = fleet
         .status
         .as_ref()
         .map(FleetStatus::state)
         .filter(|s| ctx.revisions.known(&s.target) && ctx.revisions.known(&s.stable))
-        .unwrap_or_else(|| State::settled(current));
+        .unwrap_or_else(|| State::settled(live.renderer.revision()));
     tracing::info!(stable = %state.stable, target = %state.target, phase = ?state.phase, "rollout loaded");
     Ok(state)
+}
+
+/// Records the config in force as the newest revision, keeping those the fleet still uses. A
+/// newer revision supersedes an undo.
+async fn record(ctx: &Context, live: &Current, fleet: &Fleet) -> kube::Result<()> {
+    let mut in_use: BTreeSet<String> = ctx
+        .stores
+        .workers()
+        .iter()
+        .filter_map(|w| w.status.as_ref().map(|s| s.revision.clone()))
+        .collect();
+    if let Some(status) = &fleet.status {
+        in_use.extend([status.stable_hash.clone(), status.target_hash.clone()]);
+    }
+    let made_newest = ctx
+        .revisions
+        .record(&ctx.client, live, &in_use, &ctx.metrics)
+        .await?;
+    if made_newest && fleet.spec.revision.is_some() {
+        patch_spec(ctx, serde_json::json!({"revision": null})).await?;
+    }
+    Ok(())
+}
+
+async fn patch_spec(ctx: &Context, spec: serde_json::Value) -> kube::Result<()> {
+    let api: Api<Fleet> = Api::all(ctx.client.clone());
+    let patch = serde_json::json!({ "spec": spec });
+    ctx.metrics.count(
+        "patch",
+        api.patch(
+            &ctx.config.instance,
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await,
+    )?;
+    Ok(())
 }
 
 /// One step: the target as the Fleet's spec and the kept revisions say, the step, the
@@ -168,7 +185,23 @@ async fn load(ctx: &Context) -> kube::Result<State> {
 async fn turn(ctx: &Context, queue: &WorkQueue, state: State) -> kube::Result<()> {
     let fleet = ctx.stores.fleet();
     let spec = fleet.as_ref().map(|f| f.spec.clone()).unwrap_or_default();
-    let mut problems = Vec::new();
+    let live = ctx.live.get();
+    // The config in force changed on disk: it is the newest revision now.
+    if let Some(fleet) = &fleet
+        && ctx.revisions.newest().as_deref() != Some(live.renderer.revision())
+    {
+        record(ctx, &live, fleet).await?;
+    }
+    let brake = ctx
+        .brake
+        .count(&ctx.stores, &live.config, spec.confirm_reaping);
+    for name in &brake.released {
+        queue.add(name);
+    }
+    if brake.opting_out == 0 && spec.confirm_reaping.is_some() {
+        patch_spec(ctx, serde_json::json!({"confirmReaping": null})).await?;
+    }
+    let mut problems = problems(ctx, &live, &brake);
     let target = match spec.revision {
         Some(number) => ctx.revisions.hash_of(number).or_else(|| {
             problems.push(format!(
@@ -180,7 +213,7 @@ async fn turn(ctx: &Context, queue: &WorkQueue, state: State) -> kube::Result<()
     }
     .unwrap_or_else(|| state.target.clone());
     let state = state.retarget(&target);
-    let canary = ctx.config.rollout.canary.as_ref();
+    let canary = live.config.rollout.canary.as_ref();
     let members: Vec<rollout::Member> = ctx
         .stores
         .workers()
@@ -189,7 +222,7 @@ async fn turn(ctx: &Context, queue: &WorkQueue, state: State) -> kube::Result<()
             let name = worker.name_any();
             let namespace = ctx.stores.namespace(&name)?;
             let labels = namespace.metadata.labels.clone().unwrap_or_default();
-            if !ctx.config.selector.matches(&labels) {
+            if !live.config.selector.matches(&labels) {
                 return None;
             }
             let is_canary = canary.is_some_and(|c| c.matches(&labels));
@@ -197,7 +230,7 @@ async fn turn(ctx: &Context, queue: &WorkQueue, state: State) -> kube::Result<()
         })
         .collect();
     let now = Timestamp::now();
-    let step = rollout::step(&state, &members, &ctx.config.rollout, spec.paused, now);
+    let step = rollout::step(&state, &members, &live.config.rollout, spec.paused, now);
     let known = |m: &rollout::Member| m.applied.as_deref().is_some_and(|a| ctx.revisions.known(a));
     // The new pins first, then the queue: a reconcile that took a namespace at once would
     // otherwise render it at its old pin, find it in sync and settle there for good.
@@ -219,11 +252,11 @@ async fn turn(ctx: &Context, queue: &WorkQueue, state: State) -> kube::Result<()
     if !step.admitted.is_empty() || !step.failed.is_empty() {
         tracing::info!(admitted = ?step.admitted, failed = ?step.failed, phase = ?step.state.phase, "rollout step");
     }
-    let message = message(ctx, &step, &problems);
+    let message = message(ctx, &live, &step, &problems);
     let previous = read(&ctx.rollout.written)
         .clone()
         .or_else(|| fleet.as_ref().and_then(|f| f.status.clone()));
-    let status = fleet::status(
+    let mut status = fleet::status(
         &step.state,
         &step.counts,
         |hash| ctx.revisions.number(hash),
@@ -231,6 +264,9 @@ async fn turn(ctx: &Context, queue: &WorkQueue, state: State) -> kube::Result<()
         previous.as_ref(),
         &crate::status::now().to_string(),
     );
+    if brake.held {
+        status.reap_held = brake.opting_out as u64;
+    }
     if previous.as_ref() == Some(&status) {
         return Ok(());
     }
@@ -246,8 +282,22 @@ async fn turn(ctx: &Context, queue: &WorkQueue, state: State) -> kube::Result<()
         .await,
     )?;
     *write(&ctx.rollout.written) = Some(status.clone());
-    if previous.as_ref().map(|p| p.phase) != Some(status.phase)
-        || previous.as_ref().map(|p| &p.target_hash) != Some(&status.target_hash)
+    publish(ctx, &live, &status, previous.as_ref(), &written);
+    Ok(())
+}
+
+/// Events on the Fleet for what is news in `status`: a phase or target reached, a refused
+/// config (each refusal once), the brake taking hold.
+fn publish(
+    ctx: &Context,
+    live: &Current,
+    status: &FleetStatus,
+    previous: Option<&FleetStatus>,
+    fleet: &Fleet,
+) {
+    let about = [&fleet.object_ref(&())];
+    if previous.map(|p| p.phase) != Some(status.phase)
+        || previous.map(|p| &p.target_hash) != Some(&status.target_hash)
     {
         let reason = match status.phase {
             Phase::Progressing => Reason::RolloutProgressing,
@@ -256,14 +306,49 @@ async fn turn(ctx: &Context, queue: &WorkQueue, state: State) -> kube::Result<()
             Phase::Failed => Reason::RolloutFailed,
             Phase::RolledBack => Reason::RolledBack,
         };
-        ctx.events
-            .publish(reason, status.message.clone(), &[&written.object_ref(&())]);
+        ctx.events.publish(reason, status.message.clone(), &about);
     }
-    Ok(())
+    let mut reported = write(&ctx.rollout.refusal_reported);
+    if live.refused.is_some() && *reported != live.refused {
+        let why = live.refused.clone().unwrap_or_default();
+        ctx.events.publish(Reason::ConfigRefused, why, &about);
+    }
+    reported.clone_from(&live.refused);
+    if status.reap_held > 0 && previous.is_none_or(|p| p.reap_held == 0) {
+        ctx.events
+            .publish(Reason::ReapingHeld, status.message.clone(), &about);
+    }
+}
+
+/// What the Fleet's message adds to the rollout's: a refused config, keys waiting for a
+/// restart, the brake holding.
+fn problems(ctx: &Context, live: &Current, brake: &Seen) -> Vec<String> {
+    let mut problems = Vec::new();
+    if let Some(why) = &live.refused {
+        problems.push(format!(
+            "the config on disk is refused and revision {} stays in force: {}",
+            ctx.revisions.number(live.renderer.revision()),
+            why.replace('\n', "; ")
+        ));
+    }
+    if !live.waiting.is_empty() {
+        problems.push(format!(
+            "changed on disk, applied at the next restart: {}",
+            live.waiting.join(", ")
+        ));
+    }
+    if brake.held {
+        let rule = live.config.rollout.reap_brake;
+        problems.push(format!(
+            "holding the reaping of {} namespaces that opt out at once (more than {} of {} and at least {}): `flotilla rollout resume` confirms",
+            brake.opting_out, rule.share, brake.fleet, rule.at_least
+        ));
+    }
+    problems
 }
 
 /// The Fleet's message: what is going on and, when stuck, what to do.
-fn message(ctx: &Context, step: &rollout::Step, problems: &[String]) -> String {
+fn message(ctx: &Context, live: &Current, step: &rollout::Step, problems: &[String]) -> String {
     let s = &step.state;
     let c = &step.counts;
     let (stable, target) = (
@@ -281,7 +366,7 @@ fn message(ctx: &Context, step: &rollout::Step, problems: &[String]) -> String {
         format!(
             "{} failed at revision {target} (maxFailures {}): {}{more}; `kubectl get nsw` says why",
             s.failed.len(),
-            ctx.config.rollout.max_failures,
+            live.config.rollout.max_failures,
             names.join(", ")
         )
     };

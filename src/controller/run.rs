@@ -25,6 +25,8 @@ pub struct RunOptions {
     pub http_address: SocketAddr,
     /// This replica's name in the leader Lease.
     pub identity: String,
+    /// The config file, followed while flotilla runs.
+    pub config_path: std::path::PathBuf,
 }
 
 /// Runs until SIGTERM or Ctrl-C. An interrupted reconcile is safe to redo: applies are
@@ -35,6 +37,8 @@ pub async fn run(
     clients: Clients,
     options: RunOptions,
 ) -> anyhow::Result<()> {
+    // Taken first: a change from here on, while the caches sync, is followed.
+    let files = super::follow::fingerprint(&options.config_path, &config.templates_dir);
     let (client, fence) = (clients.work, clients.fence);
     let metrics = Arc::new(Metrics::default());
     let listener = tokio::net::TcpListener::bind(options.http_address)
@@ -82,8 +86,9 @@ pub async fn run(
         client: client.clone(),
         revisions: super::revisions::Revisions::new(&config),
         rollout: super::rollout::Rollout::default(),
+        brake: super::brake::Brake::default(),
+        live: super::live::Live::new(config.clone(), renderer),
         config,
-        renderer,
         stores,
         memory,
         events: Events::start(client, Arc::clone(&metrics)),
@@ -105,6 +110,12 @@ pub async fn run(
         Arc::clone(&ctx),
         Arc::clone(&queue),
         leader_rx.clone(),
+    ));
+    tokio::spawn(super::follow::follow(
+        Arc::clone(&ctx),
+        Arc::clone(&queue),
+        options.config_path.clone(),
+        files,
     ));
     tokio::spawn(resync_every(resync, Arc::clone(&ctx), Arc::clone(&queue)));
     tokio::spawn(report_initial_sync(Arc::clone(&queue), leader_rx));

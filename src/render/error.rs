@@ -24,6 +24,17 @@ impl fmt::Display for RenderError {
     }
 }
 
+impl RenderError {
+    /// Names a template file by its path in `dir`, as a terminal or editor opens it.
+    pub fn in_dir(mut self, dir: &std::path::Path) -> RenderError {
+        let path = dir.join(&self.origin);
+        if path.is_file() {
+            self.origin = path.display().to_string();
+        }
+        self
+    }
+}
+
 /// Every problem found, so that one run reports them all.
 #[derive(Debug, thiserror::Error)]
 pub struct RenderErrors(pub Vec<RenderError>);

@@ -13,7 +13,7 @@ mod templates;
 pub use error::{RenderError, RenderErrors, RenderProblem};
 pub use escape::escape_non_printable;
 pub use policy::{ObjectName, ObjectProblem, PolicyError};
-pub use templates::load_dir;
+pub use templates::{TemplatesError, load, load_dir};
 
 use crate::config::{Config, Policy, RESERVED_NAMESPACES};
 use crate::object::Stamped;

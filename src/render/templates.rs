@@ -1,7 +1,8 @@
 //! Reading the templates directory.
 
-use super::{RenderError, RenderErrors, RenderProblem};
-use std::path::Path;
+use super::{RenderError, RenderErrors, RenderProblem, Renderer};
+use crate::config::Config;
+use std::path::{Path, PathBuf};
 
 /// Every `*.yaml` / `*.yml` file of `dir`, sorted by name. Dot-files are skipped: a mounted
 /// ConfigMap keeps its real files under `..data`, behind symlinks that have the plain names.
@@ -35,4 +36,21 @@ pub fn load_dir(dir: &Path) -> Result<Vec<(String, String)>, RenderErrors> {
     }
     files.sort();
     Ok(files)
+}
+
+/// A config's templates that do not load or compile.
+#[derive(Debug, thiserror::Error)]
+#[error("templates in {}:\n{errors}", dir.display())]
+pub struct TemplatesError {
+    pub dir: PathBuf,
+    pub errors: RenderErrors,
+}
+
+/// Loads and compiles `config`'s templates; each problem names its file by its path.
+pub fn load(config: &Config) -> Result<Renderer, TemplatesError> {
+    let dir = &config.templates_dir;
+    Renderer::load(config).map_err(|errors| TemplatesError {
+        dir: dir.clone(),
+        errors: RenderErrors(errors.0.into_iter().map(|e| e.in_dir(dir)).collect()),
+    })
 }

@@ -43,6 +43,11 @@ pub struct FleetSpec {
     /// when a newer revision is recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<i64>,
+    /// Lets this many namespaces opting out at once be reaped, past the brake on mass reaping
+    /// (`flotilla rollout resume` sets it to what `status.reapHeld` shows). Cleared once none
+    /// is left opting out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirm_reaping: Option<u64>,
 }
 
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -62,6 +67,9 @@ pub struct FleetStatus {
     /// The namespaces that failed at the target.
     #[serde(default)]
     pub failed_namespaces: Vec<String>,
+    /// How many namespaces opting out wait for `flotilla rollout resume` to be reaped.
+    #[serde(default)]
+    pub reap_held: u64,
     /// What is going on and, when it is stuck, what to do.
     pub message: String,
     pub conditions: Vec<Condition>,
@@ -107,6 +115,7 @@ pub fn status(
         failed: of(counts.failed),
         total: i64::try_from(counts.total).unwrap_or(i64::MAX),
         failed_namespaces: state.failed.iter().cloned().collect(),
+        reap_held: 0,
         conditions: vec![Condition {
             type_: "Complete".into(),
             status: if complete { "True" } else { "False" }.into(),

@@ -88,6 +88,8 @@ pub struct Strategy {
     pub on_failure: OnFailure,
     /// How many revisions are kept (those still in use are kept as well).
     pub history_limit: usize,
+    /// When opting out waits for confirmation.
+    pub reap_brake: super::ReapBrake,
 }
 
 impl Default for Strategy {
@@ -102,6 +104,7 @@ impl Default for Strategy {
             max_failures: Amount::Count(0),
             on_failure: OnFailure::Pause,
             history_limit: 10,
+            reap_brake: super::ReapBrake::default(),
         }
     }
 }
