@@ -193,6 +193,11 @@ async fn a_selector_edit_that_would_reap_most_of_the_fleet_waits_for_resume() {
     // One namespace opting out on its own is reaped at once.
     fleet.set_opt_in(&client, &solo, None).await;
     fleet.wait_reaped(&client, &solo).await;
+    let workers: Api<NamespaceWorker> = Api::all(client.clone());
+    eventually("its NamespaceWorker gone", || async {
+        absent(&workers, &solo).await.then_some(())
+    })
+    .await;
 
     // The selector edit would reap 30 of 40: held.
     let selector = format!("{}=on,keep=yes", fleet.label);
@@ -213,7 +218,6 @@ async fn a_selector_edit_that_would_reap_most_of_the_fleet_waits_for_resume() {
         40,
         "a namespace was reaped while the brake held"
     );
-    let workers: Api<NamespaceWorker> = Api::all(client.clone());
     let listed = workers.list(&ListParams::default()).await.unwrap().items;
     assert_eq!(
         listed

@@ -98,7 +98,9 @@ impl State {
     }
 
     /// The rollout of `target`. A newer revision supersedes one in progress or failed: the
-    /// stable revision stays what the last complete rollout reached.
+    /// stable revision stays what the last complete rollout reached. Back to the stable revision
+    /// itself is a rollout too: the namespaces the superseded one updated move back, paced the
+    /// same, and it completes once every namespace is done there.
     pub fn retarget(&self, target: &str) -> State {
         if target == self.target {
             return self.clone();
@@ -109,11 +111,7 @@ impl State {
             self.stable.clone()
         };
         State {
-            phase: if stable == target {
-                Phase::Complete
-            } else {
-                Phase::Progressing
-            },
+            phase: Phase::Progressing,
             stable,
             target: target.into(),
             ..State::default()

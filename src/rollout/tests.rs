@@ -249,6 +249,31 @@ fn a_newer_revision_supersedes_one_in_progress_or_failed() {
 }
 
 #[test]
+fn back_to_the_stable_revision_moves_the_updated_namespaces_back() {
+    let strategy = strategy(Amount::Count(2));
+    let mut members = fleet(6, 0);
+    let mut state = State::settled(OLD).retarget(NEW);
+    for second in 0..4 {
+        state = step(&state, &members, &strategy, false, t(second)).state;
+        cluster(&mut members, &state, t(second), true);
+    }
+    let updated = members.iter().filter(|m| m.applied.as_deref() == Some(NEW));
+    assert!(updated.count() >= 2, "the rollout of NEW moved some");
+    // The config goes back to OLD's content before NEW completed.
+    state = state.retarget(OLD);
+    assert_eq!((state.stable.as_str(), state.phase), (OLD, Phase::Progressing));
+    for second in 4..40 {
+        state = step(&state, &members, &strategy, false, t(second)).state;
+        cluster(&mut members, &state, t(second), true);
+    }
+    assert_eq!(state.phase, Phase::Complete);
+    assert!(
+        members.iter().all(|m| m.applied.as_deref() == Some(OLD)),
+        "{members:?}"
+    );
+}
+
+#[test]
 fn namespaces_that_left_are_forgotten() {
     let strategy = strategy(Amount::Count(1));
     let mut state = State::settled(OLD).retarget(NEW);
