@@ -12,7 +12,7 @@ use flotilla::kinds::Kind;
 use flotilla::ownership;
 use k8s_openapi::api::core::v1::{Event, Namespace};
 use kube::Client;
-use kube::api::{Api, DynamicObject, ListParams, ObjectMeta, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, ObjectMeta, PostParams};
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -807,4 +807,17 @@ pub async fn events(client: &kube::Client, kind: &str, uid: &str, reason: &str) 
                 && regarding.uid.as_deref() == Some(uid)
         })
         .collect()
+}
+
+/// Starts from no Fleet and no revisions of `instance` (an earlier run of the suite on this
+/// control plane leaves them), so that its revisions are numbered 1, 2, 3 …
+pub async fn forget_revisions(client: &kube::Client, instance: &str) {
+    let fleets: Api<flotilla::rollout::fleet::Fleet> = Api::all(client.clone());
+    let _ = fleets.delete(instance, &DeleteParams::default()).await;
+    let revisions: Api<k8s_openapi::api::apps::v1::ControllerRevision> =
+        Api::namespaced(client.clone(), FLOTILLA_NAMESPACE);
+    let params = ListParams::default().labels(&format!("flotilla.dev/instance={instance}"));
+    let _ = revisions
+        .delete_collection(&DeleteParams::default(), &params)
+        .await;
 }

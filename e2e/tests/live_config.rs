@@ -81,6 +81,7 @@ fn message(fleet: &FleetObject) -> String {
 async fn a_config_edit_rolls_out_without_a_restart_and_a_broken_one_changes_nothing() {
     let client = admin().await;
     let mut fleet = Fleet::new("live");
+    forget_revisions(&client, &fleet.instance).await;
     let names: Vec<String> = ["live-a", "live-b", "live-c"].map(String::from).into();
     for name in &names {
         fleet.namespace(&client, name, true).await;
@@ -170,6 +171,7 @@ async fn a_config_edit_rolls_out_without_a_restart_and_a_broken_one_changes_noth
 async fn a_selector_edit_that_would_reap_most_of_the_fleet_waits_for_resume() {
     let client = admin().await;
     let mut fleet = Fleet::new("brake");
+    forget_revisions(&client, &fleet.instance).await;
     // Forty namespaces, ten of which the new selector keeps, and one that opts out alone.
     let names: Vec<String> = (0..40).map(|i| format!("brake-{i:02}")).collect();
     let kept: Vec<String> = names[..10].to_vec();

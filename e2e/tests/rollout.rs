@@ -9,7 +9,7 @@ use crate::kubelet::Kubelet;
 use flotilla::rollout::Phase;
 use flotilla::rollout::fleet::Fleet as FleetObject;
 use flotilla::status::{NamespaceWorker, Phase as WorkerPhase};
-use k8s_openapi::api::apps::v1::{ControllerRevision, Deployment};
+use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, DeleteParams, ListParams, ResourceExt};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -157,18 +157,6 @@ async fn wait_fleet_phase(
 fn strategy(progress_deadline: u64, on_failure: &str) -> serde_json::Value {
     serde_json::json!({"canary": "tier=canary", "maxUnavailable": 5, "soakSeconds": 2,
         "progressDeadlineSeconds": progress_deadline, "onFailure": on_failure})
-}
-
-/// Starts from no Fleet and no revisions of `instance` (an earlier run of the suite on this
-/// control plane leaves them), so that its revisions are numbered 1, 2, 3 …
-async fn forget_revisions(client: &kube::Client, instance: &str) {
-    let fleets: Api<FleetObject> = Api::all(client.clone());
-    let _ = fleets.delete(instance, &DeleteParams::default()).await;
-    let revisions: Api<ControllerRevision> = Api::namespaced(client.clone(), FLOTILLA_NAMESPACE);
-    let params = ListParams::default().labels(&format!("flotilla.dev/instance={instance}"));
-    let _ = revisions
-        .delete_collection(&DeleteParams::default(), &params)
-        .await;
 }
 
 /// Waits until every namespace runs `image`, healthy, with its worker Ready.

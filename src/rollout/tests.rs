@@ -261,7 +261,10 @@ fn back_to_the_stable_revision_moves_the_updated_namespaces_back() {
     assert!(updated.count() >= 2, "the rollout of NEW moved some");
     // The config goes back to OLD's content before NEW completed.
     state = state.retarget(OLD);
-    assert_eq!((state.stable.as_str(), state.phase), (OLD, Phase::Progressing));
+    assert_eq!(
+        (state.stable.as_str(), state.phase),
+        (OLD, Phase::Progressing)
+    );
     for second in 4..40 {
         state = step(&state, &members, &strategy, false, t(second)).state;
         cluster(&mut members, &state, t(second), true);
