@@ -138,11 +138,12 @@ impl Fleet {
         let mut settings = serde_json::Map::new();
         settings.insert("overrides".into(), repo_config["overrides"].clone());
         // The whole fleet at once, as before rollouts: most tests change a revision and check
-        // every namespace, whose pods never become ready unless a test marks them so.
-        // e2e/tests/rollout.rs sets its own strategies.
+        // every namespace, whose pods never become ready unless a test marks them so. No brake
+        // on mass reaping either: tests that opt many namespaces out check the reaping itself.
+        // e2e/tests/rollout.rs and live_config.rs set their own strategies.
         settings.insert(
             "rollout".into(),
-            serde_json::json!({"maxUnavailable": "100%"}),
+            serde_json::json!({"maxUnavailable": "100%", "reapBrake": {"share": "100%"}}),
         );
         Fleet {
             instance: format!("e2e-{name}"),

@@ -170,7 +170,9 @@ async fn a_config_edit_rolls_out_without_a_restart_and_a_broken_one_changes_noth
 #[tokio::test]
 async fn a_selector_edit_that_would_reap_most_of_the_fleet_waits_for_resume() {
     let client = admin().await;
-    let mut fleet = Fleet::new("brake");
+    // The brake as it comes: more than 10% of the fleet, and at least 5.
+    let mut fleet =
+        Fleet::new("brake").with("rollout", serde_json::json!({"maxUnavailable": "100%"}));
     forget_revisions(&client, &fleet.instance).await;
     // Forty namespaces, ten of which the new selector keeps, and one that opts out alone.
     let names: Vec<String> = (0..40).map(|i| format!("brake-{i:02}")).collect();

@@ -29,7 +29,8 @@ pub struct Rollout {
     ready: watch::Sender<bool>,
     /// The Fleet status this leader wrote last: the watch shows it a moment later, and only the
     /// leader writes it.
-    written: RwLock<Option<FleetStatus>>,
+    /// By the uid of the Fleet it was written to: a Fleet deleted and created again has none.
+    written: RwLock<Option<(String, FleetStatus)>>,
     /// The config refusal last published as an Event.
     refusal_reported: RwLock<Option<String>>,
 }
@@ -106,30 +107,7 @@ pub async fn run(ctx: Arc<Context>, queue: Arc<WorkQueue>, mut leader: watch::Re
 /// Fleet (created if missing), and the rollout state its status records.
 async fn load(ctx: &Context) -> kube::Result<State> {
     ctx.revisions.list(&ctx.client, &ctx.metrics).await?;
-    let api: Api<Fleet> = Api::all(ctx.client.clone());
-    let fleet = match ctx.stores.fleet() {
-        Some(fleet) => (*fleet).clone(),
-        None => {
-            let mut object = Fleet::new(&ctx.config.instance, FleetSpec::default());
-            object.metadata.labels = Some(
-                [(
-                    crate::ownership::INSTANCE.to_string(),
-                    ctx.config.instance.clone(),
-                )]
-                .into(),
-            );
-            match ctx
-                .metrics
-                .count("create", api.create(&PostParams::default(), &object).await)
-            {
-                Ok(created) => created,
-                Err(kube::Error::Api(e)) if e.code == 409 => ctx
-                    .metrics
-                    .count("get", api.get(&ctx.config.instance).await)?,
-                Err(e) => return Err(e),
-            }
-        }
-    };
+    let fleet = fleet_object(ctx).await?;
     let live = ctx.live.get();
     record(ctx, &live, &fleet).await?;
     let state = fleet
@@ -140,6 +118,32 @@ async fn load(ctx: &Context) -> kube::Result<State> {
         .unwrap_or_else(|| State::settled(live.renderer.revision()));
     tracing::info!(stable = %state.stable, target = %state.target, phase = ?state.phase, "rollout loaded");
     Ok(state)
+}
+
+/// The Fleet as the watch shows it, or created (again, if someone deleted it).
+async fn fleet_object(ctx: &Context) -> kube::Result<Fleet> {
+    if let Some(fleet) = ctx.stores.fleet() {
+        return Ok((*fleet).clone());
+    }
+    let api: Api<Fleet> = Api::all(ctx.client.clone());
+    let mut object = Fleet::new(&ctx.config.instance, FleetSpec::default());
+    object.metadata.labels = Some(
+        [(
+            crate::ownership::INSTANCE.to_string(),
+            ctx.config.instance.clone(),
+        )]
+        .into(),
+    );
+    match ctx
+        .metrics
+        .count("create", api.create(&PostParams::default(), &object).await)
+    {
+        Ok(created) => Ok(created),
+        Err(kube::Error::Api(e)) if e.code == 409 => ctx
+            .metrics
+            .count("get", api.get(&ctx.config.instance).await),
+        Err(e) => Err(e),
+    }
 }
 
 /// Records the config in force as the newest revision, keeping those the fleet still uses. A
@@ -183,14 +187,12 @@ async fn patch_spec(ctx: &Context, spec: serde_json::Value) -> kube::Result<()> 
 /// namespaces whose pin it changed queued, the status written if it changed. The first step
 /// after a load is what lets reconciles begin.
 async fn turn(ctx: &Context, queue: &WorkQueue, state: State) -> kube::Result<()> {
-    let fleet = ctx.stores.fleet();
-    let spec = fleet.as_ref().map(|f| f.spec.clone()).unwrap_or_default();
+    let fleet = fleet_object(ctx).await?;
+    let spec = fleet.spec.clone();
     let live = ctx.live.get();
     // The config in force changed on disk: it is the newest revision now.
-    if let Some(fleet) = &fleet
-        && ctx.revisions.newest().as_deref() != Some(live.renderer.revision())
-    {
-        record(ctx, &live, fleet).await?;
+    if ctx.revisions.newest().as_deref() != Some(live.renderer.revision()) {
+        record(ctx, &live, &fleet).await?;
     }
     let brake = ctx
         .brake
@@ -253,9 +255,12 @@ async fn turn(ctx: &Context, queue: &WorkQueue, state: State) -> kube::Result<()
         tracing::info!(admitted = ?step.admitted, failed = ?step.failed, phase = ?step.state.phase, "rollout step");
     }
     let message = message(ctx, &live, &step, &problems);
+    let uid = fleet.metadata.uid.clone().unwrap_or_default();
     let previous = read(&ctx.rollout.written)
         .clone()
-        .or_else(|| fleet.as_ref().and_then(|f| f.status.clone()));
+        .filter(|(written_to, _)| *written_to == uid)
+        .map(|(_, status)| status)
+        .or_else(|| fleet.status.clone());
     let mut status = fleet::status(
         &step.state,
         &step.counts,
@@ -281,7 +286,7 @@ async fn turn(ctx: &Context, queue: &WorkQueue, state: State) -> kube::Result<()
         )
         .await,
     )?;
-    *write(&ctx.rollout.written) = Some(status.clone());
+    *write(&ctx.rollout.written) = Some((uid, status.clone()));
     publish(ctx, &live, &status, previous.as_ref(), &written);
     Ok(())
 }
