@@ -63,7 +63,8 @@ pub struct Lists {
     pub started: u64,
     /// Further pages of those lists (requests with a `continue` token).
     pub pages: u64,
-    /// Lists of one namespace's objects (started ones): a watch across the cluster makes none.
+    /// Lists of one fleet namespace's objects (started ones): a watch across the cluster makes
+    /// none.
     pub namespaced: u64,
 }
 
@@ -315,11 +316,13 @@ fn count(window: &mut Window, line: &[u8]) -> bool {
     } else {
         Actor::Other
     };
+    // Flotilla's own namespace is not one of the fleet's: listing its revisions there once per
+    // leadership is not a list per namespace.
     let (resource, subresource, namespace) = match &event.object_ref {
         Some(r) => (
             r.resource.as_str(),
             r.subresource.as_str(),
-            !r.namespace.is_empty(),
+            !r.namespace.is_empty() && r.namespace != crate::cluster::FLOTILLA_NAMESPACE,
         ),
         None => ("-", "", false),
     };

@@ -468,7 +468,7 @@ async fn pause_holds_across_a_failover_resume_completes_and_undo_returns() {
     assert_eq!(fleet.cli(&["rollout", "undo"]).0, 0);
     wait_all_at(&client, &names, &v1).await;
     // Undone: revision 1 is the target again, and it completes.
-    wait_fleet_phase(
+    let undone = wait_fleet_phase(
         &client,
         &fleet.instance,
         1,
@@ -476,6 +476,33 @@ async fn pause_holds_across_a_failover_resume_completes_and_undo_returns() {
         Duration::from_secs(120),
     )
     .await;
+    let uid = undone.uid().unwrap();
+    for reason in ["RolloutProgressing", "RolloutPaused", "RolloutComplete"] {
+        eventually(&format!("a {reason} Event on the Fleet"), || async {
+            let found = events(&client, "Fleet", &uid, reason).await;
+            (!found.is_empty()).then_some(())
+        })
+        .await;
+    }
+
+    // A newer revision ends the undo: an edit of the running config is revision 3, the target,
+    // and the undo's spec.revision is cleared.
+    let v3 = with_image(&mut fleet, "v3");
+    kubelet.accept(&v3);
+    fleet.config_file();
+    let newer = wait_fleet_phase(
+        &client,
+        &fleet.instance,
+        3,
+        Phase::Complete,
+        Duration::from_secs(180),
+    )
+    .await;
+    assert_eq!(
+        newer.spec.revision, None,
+        "the undo outlived a newer revision"
+    );
+    wait_all_at(&client, &names, &v3).await;
     b.stop();
     delete_namespaces(&client, &names).await;
 }
