@@ -822,3 +822,11 @@ pub async fn forget_revisions(client: &kube::Client, instance: &str) {
         .delete_collection(&DeleteParams::default(), &params)
         .await;
 }
+
+/// The Fleet of `instance`, if there is one.
+pub async fn fleet_object(
+    client: &kube::Client,
+    instance: &str,
+) -> Option<flotilla::rollout::fleet::Fleet> {
+    Api::all(client.clone()).get_opt(instance).await.ok()?
+}

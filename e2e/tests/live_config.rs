@@ -42,13 +42,6 @@ async fn wait_images(client: &kube::Client, names: &[String], image: &str) {
     .await;
 }
 
-async fn fleet_object(client: &kube::Client, instance: &str) -> Option<FleetObject> {
-    Api::<FleetObject>::all(client.clone())
-        .get_opt(instance)
-        .await
-        .ok()?
-}
-
 /// Waits until the Fleet's status passes `check`, and returns the Fleet.
 async fn wait_fleet<F>(client: &kube::Client, instance: &str, what: &str, check: F) -> FleetObject
 where

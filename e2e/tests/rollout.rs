@@ -120,13 +120,6 @@ impl Watcher {
     }
 }
 
-async fn fleet_object(client: &kube::Client, instance: &str) -> Option<FleetObject> {
-    Api::<FleetObject>::all(client.clone())
-        .get_opt(instance)
-        .await
-        .ok()?
-}
-
 /// Waits until the Fleet's rollout of revision `target` is in `phase`; on a timeout, says what
 /// the Fleet showed last.
 async fn wait_fleet_phase(
