@@ -712,6 +712,22 @@ pub async fn delete_namespaces(client: &Client, names: &[impl AsRef<str>]) {
     }
 }
 
+/// The same, and waits until they are gone: a big fleet's termination (every object of the
+/// rendered names changing) must not overlap the next test's flotilla.
+pub async fn delete_namespaces_and_wait(client: &Client, names: &[impl AsRef<str>]) {
+    delete_namespaces(client, names).await;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    eventually_within(Duration::from_secs(180), "the namespaces gone", || async {
+        for name in names {
+            if !absent(&namespaces, name.as_ref()).await {
+                return None;
+            }
+        }
+        Some(())
+    })
+    .await;
+}
+
 /// Write requests (POST, PUT, PATCH, DELETE) the API server has served for `resources`,
 /// from its own `apiserver_request_total` counter.
 pub async fn write_requests(client: &Client, resources: &[&str]) -> u64 {

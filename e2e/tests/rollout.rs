@@ -368,7 +368,7 @@ async fn a_good_revision_rolls_out_canaries_first_a_bad_one_stops_or_rolls_back(
     println!("{}", rolled.status.unwrap().message);
     wait_all_at(&client, &names, &v2).await;
     flotilla.stop();
-    delete_namespaces(&client, &names).await;
+    delete_namespaces_and_wait(&client, &names).await;
 }
 
 #[tokio::test]
@@ -497,5 +497,5 @@ async fn pause_holds_across_a_failover_resume_completes_and_undo_returns() {
     );
     wait_all_at(&client, &names, &v3).await;
     b.stop();
-    delete_namespaces(&client, &names).await;
+    delete_namespaces_and_wait(&client, &names).await;
 }
