@@ -23,4 +23,5 @@ pub mod status;
 pub mod sync;
 pub mod telemetry;
 pub mod version;
+pub mod workflows;
 pub mod yaml_error;

@@ -184,7 +184,7 @@ pub fn valid_value(value: &str) -> Result<String, LabelError> {
 }
 
 /// The label-value grammar (empty allowed), shared by label names.
-fn is_label_value(value: &str) -> bool {
+pub(crate) fn is_label_value(value: &str) -> bool {
     let alnum = |b: u8| b.is_ascii_alphanumeric();
     value.is_empty()
         || (value.len() <= 63

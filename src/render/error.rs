@@ -100,6 +100,11 @@ pub enum RenderProblem {
         .0[0].1, .0[0].0, .0[1].1, .0[1].0, .0[0].1.kind
     )]
     NameFromNamespace(Box<[(String, ObjectKey); 2]>),
+    /// `values.instanceID` is not `namespace`, `none` or a template of a label value.
+    #[error(
+        "{0}; use \"namespace\" (the namespace's name), \"none\", or a template such as \"argo-{{{{ namespace.name }}}}\" that renders a label value: at most 63 letters, digits, '-', '_' or '.', beginning and ending with a letter or digit"
+    )]
+    InstanceId(String),
 }
 
 fn detail_text(detail: &Option<String>) -> String {

@@ -5,6 +5,7 @@
 
 mod error;
 mod escape;
+mod instance_id;
 mod names;
 mod policy;
 mod revision;
@@ -125,23 +126,14 @@ impl Renderer {
                 problem: RenderProblem::ReservedNamespace,
             }]));
         }
-        let values = overrides::apply(&self.values, &self.overrides, &namespace.annotations)
-            .map_err(|refused| {
-                RenderErrors(
-                    refused
-                        .into_iter()
-                        .map(|refused| RenderError {
-                            origin: format!("annotation {}", refused.annotation),
-                            line: None,
-                            problem: RenderProblem::Override(refused.error),
-                        })
-                        .collect(),
-                )
-            })?;
+        let values = self.values_for(namespace)?;
+        let instance_id = instance_id::instance_id(&values, namespace)
+            .map_err(|problem| instance_id_error(problem))?;
         let ctx = context! {
             namespace => Value::from(minijinja::value::Serde(namespace)),
             values => Value::from(minijinja::value::Serde(&values)),
             flotilla => context! { namespace => &self.own_namespace, instance => &self.instance },
+            controller => context! { instanceID => instance_id },
         };
         let target = Target {
             namespace: &namespace.name,
@@ -190,6 +182,32 @@ impl Renderer {
         }
         objects.sort_by(|a, b| a.key.cmp(&b.key));
         Ok(objects)
+    }
+
+    /// The instanceID `namespace`'s controller gets (None: none), as `render` gives it to the
+    /// templates.
+    pub fn instance_id(&self, namespace: &NamespaceInput) -> Result<Option<String>, RenderErrors> {
+        let values = self.values_for(namespace)?;
+        instance_id::instance_id(&values, namespace).map_err(|problem| instance_id_error(problem))
+    }
+
+    /// The values with the namespace's overrides applied, or why they are refused.
+    fn values_for(
+        &self,
+        namespace: &NamespaceInput,
+    ) -> Result<serde_json::Map<String, serde_json::Value>, RenderErrors> {
+        overrides::apply(&self.values, &self.overrides, &namespace.annotations).map_err(|refused| {
+            RenderErrors(
+                refused
+                    .into_iter()
+                    .map(|refused| RenderError {
+                        origin: format!("annotation {}", refused.annotation),
+                        line: None,
+                        problem: RenderProblem::Override(refused.error),
+                    })
+                    .collect(),
+            )
+        })
     }
 
     fn render_file(
@@ -249,6 +267,14 @@ pub(crate) fn truncate(text: &str, max: usize) -> String {
         end -= 1;
     }
     format!("{}… ({} bytes)", &text[..end], text.len())
+}
+
+fn instance_id_error(problem: RenderProblem) -> RenderErrors {
+    RenderErrors(vec![RenderError {
+        origin: "values.instanceID".into(),
+        line: None,
+        problem,
+    }])
 }
 
 fn template_error(file: &str, e: &minijinja::Error) -> RenderError {

@@ -796,3 +796,50 @@ fn default_templates_are_valid_for_a_namespace_at_the_name_limit() {
         );
     }
 }
+
+#[test]
+fn the_instance_id_is_a_values_choice_the_configmap_and_flotilla_share() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("flotilla.yaml");
+    let team = ns("team-a", &[]);
+    let cases: [(serde_json::Value, Result<Option<&str>, &str>); 7] = [
+        (json!("namespace"), Ok(Some("team-a"))),
+        (json!("none"), Ok(None)),
+        (json!("argo-{{ namespace.name }}"), Ok(Some("argo-team-a"))),
+        (json!("fixed"), Ok(Some("fixed"))),
+        (json!("{{ namespace.name }} x"), Err("not a label value")),
+        (json!("{{ nope.name }"), Err("fails")),
+        (json!(3), Err("not a string")),
+    ];
+    for (choice, expected) in cases {
+        let mut config = Config::load(&path).unwrap();
+        config.values.insert("instanceID".into(), choice.clone());
+        let renderer = Renderer::load(&config).unwrap();
+        match expected {
+            Ok(id) => {
+                let objects = renderer.render(&team).unwrap();
+                let cm = objects
+                    .iter()
+                    .find(|o| o.key.name == "workflow-controller-configmap")
+                    .unwrap();
+                assert_eq!(cm.body["data"]["instanceID"].as_str(), id, "{choice}");
+                assert_eq!(renderer.instance_id(&team).unwrap().as_deref(), id);
+            }
+            Err(reason) => {
+                let err = renderer.render(&team).unwrap_err().to_string();
+                assert!(err.contains("values.instanceID"), "{choice}: {err}");
+                assert!(err.contains(reason), "{choice}: {err}");
+                assert!(renderer.instance_id(&team).is_err());
+            }
+        }
+    }
+}
+
+#[test]
+fn the_default_instance_id_is_the_namespace() {
+    let objects = repo_render("team-b", &[]);
+    let cm = objects
+        .iter()
+        .find(|o| o.key.name == "workflow-controller-configmap")
+        .unwrap();
+    assert_eq!(cm.body["data"]["instanceID"], "team-b");
+}
