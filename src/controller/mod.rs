@@ -18,6 +18,7 @@ mod run;
 mod taken;
 mod watches;
 mod worker;
+mod workflows;
 
 use crate::config::Config;
 use crate::object::{ObjectKey, Stamped};
@@ -51,6 +52,8 @@ pub struct Context {
     memory: Arc<Memory>,
     events: events::Events,
     metrics: Arc<Metrics>,
+    /// Every namespace's Workflows, counted by instanceid label.
+    workflows: Arc<workflows::Workflows>,
 }
 
 impl Context {
@@ -73,6 +76,7 @@ impl Context {
             verified: remembered.verified,
             settled: remembered.settled,
             vacant: HashSet::new(),
+            workflows: self.workflows.seen(name),
         }
     }
 

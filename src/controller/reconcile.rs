@@ -98,6 +98,11 @@ pub async fn reconcile(ctx: &Context, name: &str) -> Result<Outcome, Error> {
     let watched = ctx.stores.worker(name);
     let previous: Option<WorkerStatus> =
         remembered.or_else(|| watched.as_ref().and_then(|w| w.status.clone()));
+    // Only the templates know it: at the namespace's pin, with its overrides.
+    let instance_id = match (&renderer, &rendered) {
+        (Some(renderer), Ok(_)) => renderer.instance_id(&namespace.input).ok().flatten(),
+        _ => None,
+    };
     let observation = Observation {
         namespace: name,
         rendered: rendered.as_deref().map_err(ToString::to_string),
@@ -105,6 +110,8 @@ pub async fn reconcile(ctx: &Context, name: &str) -> Result<Outcome, Error> {
         refused: refusal.as_deref(),
         health: tally.health.as_ref(),
         revision: &pin,
+        workflows: &snapshot.workflows,
+        instance_id: instance_id.as_deref(),
         now: status::now(),
         degraded_after: Duration::from_secs(live.config.degraded_after_seconds),
     };

@@ -51,6 +51,8 @@ pub async fn run(
     let (stores, _watches) = Stores::start(&client, &config.instance, &queue, &memory, &metrics);
     tracing::info!("waiting for the watch caches to sync");
     stores.wait_until_ready().await;
+    let workflows = super::workflows::Workflows::start(&client, &queue, &stores);
+    workflows.wait_until_known().await;
     metrics.set_ready();
     tracing::info!(revision = renderer.revision(), "caches synced");
 
@@ -93,6 +95,7 @@ pub async fn run(
         memory,
         events: Events::start(client, Arc::clone(&metrics)),
         metrics,
+        workflows,
     });
     for _ in 0..reconcilers {
         tokio::spawn(reconciler(

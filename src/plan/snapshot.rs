@@ -29,6 +29,8 @@ pub struct Snapshot {
     /// this namespace nor one flotilla did not stamp. Known only for names that are watched;
     /// filled in once the templates are rendered.
     pub vacant: HashSet<ObjectKey>,
+    /// Its Workflows by instanceid label: a change is news for its NamespaceWorker.
+    pub workflows: crate::workflows::Seen,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -77,7 +79,8 @@ pub struct Settled {
 }
 
 /// What the watches show of a namespace, as a number: its resourceVersion, its NamespaceWorker's
-/// and every stamped object's (uid and version), and the revision it is pinned to.
+/// and every stamped object's (uid and version), the revision it is pinned to, and its
+/// Workflows' counts.
 pub fn fingerprint(snapshot: &Snapshot) -> u64 {
     let mut versions: Vec<&Watched> = snapshot.stamped.iter().collect();
     versions.sort_by(|a, b| a.key.cmp(&b.key));
@@ -89,6 +92,7 @@ pub fn fingerprint(snapshot: &Snapshot) -> u64 {
     namespace_version.hash(&mut hasher);
     snapshot.worker_version.hash(&mut hasher);
     snapshot.revision.hash(&mut hasher);
+    snapshot.workflows.hash(&mut hasher);
     for watched in versions {
         (&watched.key, &watched.uid, &watched.resource_version).hash(&mut hasher);
     }

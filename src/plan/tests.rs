@@ -357,6 +357,13 @@ fn the_fingerprint_follows_every_version_and_not_the_order() {
         ..opted_in(objects.clone())
     };
     assert_ne!(base, fingerprint(&repinned), "a new pin");
+    let unlabelled = Snapshot {
+        workflows: crate::workflows::Seen::Listed(crate::workflows::Counts {
+            by_label: vec![(None, 1)],
+        }),
+        ..opted_in(objects.clone())
+    };
+    assert_ne!(base, fingerprint(&unlabelled), "a Workflow counted");
     assert_ne!(base, fingerprint(&opted_in(objects[..1].to_vec())));
     let mut recreated = objects.clone();
     recreated[0].uid = Some("another".into());

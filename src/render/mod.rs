@@ -127,8 +127,8 @@ impl Renderer {
             }]));
         }
         let values = self.values_for(namespace)?;
-        let instance_id = instance_id::instance_id(&values, namespace)
-            .map_err(|problem| instance_id_error(problem))?;
+        let instance_id =
+            instance_id::instance_id(&values, namespace).map_err(instance_id_error)?;
         let ctx = context! {
             namespace => Value::from(minijinja::value::Serde(namespace)),
             values => Value::from(minijinja::value::Serde(&values)),
@@ -188,7 +188,7 @@ impl Renderer {
     /// templates.
     pub fn instance_id(&self, namespace: &NamespaceInput) -> Result<Option<String>, RenderErrors> {
         let values = self.values_for(namespace)?;
-        instance_id::instance_id(&values, namespace).map_err(|problem| instance_id_error(problem))
+        instance_id::instance_id(&values, namespace).map_err(instance_id_error)
     }
 
     /// The values with the namespace's overrides applied, or why they are refused.

@@ -3,7 +3,9 @@
 
 use super::health::Health;
 use super::resource::{Condition, Phase, StampedRef, WorkerStatus};
+use super::workflows;
 use crate::object::{ObjectKey, Stamped};
+use crate::workflows::Seen;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use std::time::Duration;
 
@@ -19,6 +21,10 @@ pub struct Observation<'a> {
     /// The controller Deployment's health, once its controller has looked at it.
     pub health: Option<&'a Health>,
     pub revision: &'a str,
+    /// What flotilla knows of the namespace's Workflows.
+    pub workflows: &'a Seen,
+    /// The instanceID the rendered controller has (None: none); read only if rendering worked.
+    pub instance_id: Option<&'a str>,
     pub now: Timestamp,
     pub degraded_after: Duration,
 }
@@ -39,7 +45,11 @@ pub fn compute(
     };
     let applied = applied(&conditions, seen);
     let available = available(&conditions, seen);
-    let (phase, message, recheck) = phase(seen, &applied, &available);
+    let (phase, mut message, recheck) = phase(seen, &applied, &available);
+    let (ignored, workflows_ignored) = workflows::ignored(&conditions, seen);
+    if let Some(summary) = workflows::summary(workflows_ignored) {
+        message = format!("{message}; {summary}");
+    }
     let keep = |f: fn(&WorkerStatus) -> String| previous.map(f).unwrap_or_default();
     // While rendering fails nothing is applied: what was applied before still stands.
     let (revision, image, objects) = match &seen.rendered {
@@ -73,7 +83,8 @@ pub fn compute(
         revision_since,
         image,
         objects,
-        conditions: vec![applied, available],
+        workflows_ignored,
+        conditions: vec![applied, available, ignored],
         last_reconcile_time: keep(|p| p.last_reconcile_time.clone()),
     };
     if previous != Some(&status) {
@@ -83,17 +94,23 @@ pub fn compute(
 }
 
 /// Builds conditions that keep their transition time while their status stays the same.
-struct Conditions<'a> {
-    previous: Option<&'a WorkerStatus>,
+pub(super) struct Conditions<'a> {
+    pub(super) previous: Option<&'a WorkerStatus>,
     now: String,
 }
 
 impl Conditions<'_> {
-    fn last(&self, type_: &str) -> Option<&Condition> {
+    pub(super) fn last(&self, type_: &str) -> Option<&Condition> {
         self.previous?.conditions.iter().find(|c| c.type_ == type_)
     }
 
-    fn make(&self, type_: &str, status: &str, reason: &str, message: String) -> Condition {
+    pub(super) fn make(
+        &self,
+        type_: &str,
+        status: &str,
+        reason: &str,
+        message: String,
+    ) -> Condition {
         let since = self
             .last(type_)
             .filter(|c| c.status == status)

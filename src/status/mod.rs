@@ -4,6 +4,7 @@
 mod compute;
 mod health;
 mod resource;
+mod workflows;
 
 pub use compute::{Observation, compute, now};
 pub use health::{Health, availability};

@@ -22,6 +22,11 @@ use serde::{Deserialize, Serialize};
     printcolumn(name = "Revision", type_ = "string", json_path = ".status.revision"),
     printcolumn(name = "Image", type_ = "string", json_path = ".status.image"),
     printcolumn(
+        name = "Ignored",
+        type_ = "integer",
+        json_path = ".status.workflowsIgnored"
+    ),
+    printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
@@ -62,6 +67,10 @@ pub struct WorkerStatus {
     pub image: String,
     /// Everything stamped for this namespace.
     pub objects: Vec<StampedRef>,
+    /// Live Workflows here that the controller ignores: their instanceid label is missing or
+    /// another (condition `WorkflowsIgnored` says how to fix them). Left out while not known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflows_ignored: Option<u32>,
     pub conditions: Vec<Condition>,
     /// When a reconcile last changed this status (status is written only on change).
     pub last_reconcile_time: String,
@@ -97,7 +106,7 @@ pub struct StampedRef {
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Condition {
-    /// `Applied` or `Available`.
+    /// `Applied`, `Available` or `WorkflowsIgnored`.
     #[serde(rename = "type")]
     pub type_: String,
     /// `True`, `False` or `Unknown`.

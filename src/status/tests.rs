@@ -1,6 +1,7 @@
 use super::*;
 use crate::kinds::Kind;
 use crate::object::{ObjectKey, Stamped};
+use crate::workflows::{Counts, Seen};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
 use std::time::Duration;
@@ -59,10 +60,16 @@ fn observe<'a>(
         refused: None,
         health,
         revision: "rev1",
+        workflows: &LISTED_NONE,
+        instance_id: Some("team-a"),
         now,
         degraded_after: Duration::from_secs(300),
     }
 }
+
+static LISTED_NONE: Seen = Seen::Listed(Counts {
+    by_label: Vec::new(),
+});
 
 fn condition<'s>(status: &'s WorkerStatus, type_: &str) -> &'s Condition {
     status.conditions.iter().find(|c| c.type_ == type_).unwrap()
@@ -315,5 +322,134 @@ fn revision_since_moves_with_the_revision_only() {
         (failed.revision.as_str(), failed.revision_since.as_str()),
         ("rev2", at(60).to_string().as_str()),
         "a render failure applies nothing"
+    );
+}
+
+#[test]
+fn ignored_workflows_are_counted_with_the_fix_and_cleared_when_fixed() {
+    let objects = rendered();
+    let up = deployment(Some(1), 1);
+    let listed = |pairs: &[(Option<&str>, u32)]| {
+        Seen::Listed(Counts {
+            by_label: pairs
+                .iter()
+                .map(|(l, n)| (l.map(str::to_string), *n))
+                .collect(),
+        })
+    };
+    let two_unlabelled = listed(&[(None, 2), (Some("team-a"), 1)]);
+    let fixed = listed(&[(Some("team-a"), 3)]);
+    let gone = Seen::CrdMissing;
+    let failed = Seen::Failed("403 Forbidden".into());
+    // (what is seen, instanceID, status, reason, count, words the message must hold)
+    type Case<'a> = (
+        &'a Seen,
+        Option<&'a str>,
+        &'a str,
+        &'a str,
+        Option<u32>,
+        &'a [&'a str],
+    );
+    let cases: [Case; 6] = [
+        (
+            &two_unlabelled,
+            Some("team-a"),
+            "True",
+            "InstanceIDMismatch",
+            Some(2),
+            &[
+                "2 live Workflows are without the label workflows.argoproj.io/controller-instanceid=team-a",
+                "kubectl -n team-a label workflow NAME workflows.argoproj.io/controller-instanceid=team-a",
+                "argo submit -n team-a --instanceid team-a",
+            ],
+        ),
+        (&fixed, Some("team-a"), "False", "NoneIgnored", Some(0), &[]),
+        // Without an instanceID the unlabelled ones run, and the labelled one is ignored.
+        (
+            &two_unlabelled,
+            None,
+            "True",
+            "LabelPresent",
+            Some(1),
+            &[
+                "1 live Workflow carries the label",
+                "controller-instanceid-",
+            ],
+        ),
+        (
+            &gone,
+            Some("team-a"),
+            "Unknown",
+            "WorkflowCRDMissing",
+            None,
+            &["not installed"],
+        ),
+        (
+            &failed,
+            Some("team-a"),
+            "Unknown",
+            "ListFailed",
+            None,
+            &["403 Forbidden"],
+        ),
+        (
+            &Seen::NotListed,
+            Some("team-a"),
+            "Unknown",
+            "NotListed",
+            None,
+            &[],
+        ),
+    ];
+    for (workflows, instance_id, status, reason, count, words) in cases {
+        let seen = Observation {
+            workflows,
+            instance_id,
+            ..observe(Ok(&objects), &[], up.as_ref(), at(0))
+        };
+        let (worker, _) = compute(None, &seen);
+        let c = condition(&worker, "WorkflowsIgnored");
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            (status, reason),
+            "{c:?}"
+        );
+        assert_eq!(worker.workflows_ignored, count, "{reason}");
+        for word in words {
+            assert!(c.message.contains(word), "{}", c.message);
+        }
+        // The phase is the controller's: ignored Workflows only add to its message.
+        assert_eq!(worker.phase, Phase::Ready);
+        assert_eq!(
+            worker.message.contains("ignored by the controller"),
+            count.is_some_and(|n| n > 0),
+            "{}",
+            worker.message
+        );
+    }
+}
+
+#[test]
+fn while_rendering_fails_the_last_count_stands() {
+    let objects = rendered();
+    let unlabelled = Seen::Listed(Counts {
+        by_label: vec![(None, 4)],
+    });
+    let seen = Observation {
+        workflows: &unlabelled,
+        ..observe(Ok(&objects), &[], None, at(0))
+    };
+    let (before, _) = compute(None, &seen);
+    assert_eq!(before.workflows_ignored, Some(4));
+    let failing = Observation {
+        workflows: &LISTED_NONE,
+        instance_id: None,
+        ..observe(Err("bad template".into()), &[], None, at(10))
+    };
+    let (after, _) = compute(Some(&before), &failing);
+    assert_eq!(after.workflows_ignored, Some(4));
+    assert_eq!(
+        condition(&after, "WorkflowsIgnored"),
+        condition(&before, "WorkflowsIgnored")
     );
 }
