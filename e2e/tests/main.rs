@@ -22,3 +22,4 @@ mod pod;
 mod rollout;
 mod scenarios;
 mod security;
+mod workflows;

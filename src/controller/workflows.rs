@@ -95,7 +95,8 @@ impl Feed {
         loop {
             match probe.list_metadata(&ListParams::default().limit(1)).await {
                 Ok(_) => {}
-                Err(kube::Error::Api(status)) if status.is_not_found() => {
+                // Unknown paths are a bare "404 page not found", without a Status reason.
+                Err(kube::Error::Api(status)) if status.code == 404 => {
                     self.set(Listing::CrdMissing, &mut logged);
                     tokio::time::sleep(LOOK_AGAIN).await;
                     continue;
@@ -217,8 +218,8 @@ fn not_found(error: &watcher::Error) -> bool {
     match error {
         watcher::Error::InitialListFailed(kube::Error::Api(status))
         | watcher::Error::WatchStartFailed(kube::Error::Api(status))
-        | watcher::Error::WatchFailed(kube::Error::Api(status)) => status.is_not_found(),
-        watcher::Error::WatchError(status) => status.is_not_found(),
+        | watcher::Error::WatchFailed(kube::Error::Api(status)) => status.code == 404,
+        watcher::Error::WatchError(status) => status.code == 404,
         _ => false,
     }
 }
