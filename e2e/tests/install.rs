@@ -2,7 +2,7 @@
 //! Read from README.md itself, so the two cannot drift apart. Two commands cannot run here and
 //! have stand-ins: the push to a registry (to an `oci-archive:` file instead, which the pod then
 //! runs from, as a node would pull it) and the Argo CRDs' install (from GitHub, which this network
-//! does not reach). The label and namespace are this test's own, not the README's.
+//! does not reach: the minimal Workflow CRD, e2e/workflow-crd.yaml, instead). The label and namespace are this test's own, not the README's.
 
 use crate::fleet_pod::{RunningPod, take_pod_port};
 use crate::harness::*;
@@ -200,9 +200,11 @@ async fn install_on_your_cluster_as_the_readme_says() {
                 let image = live.spec.template.spec.unwrap().containers[0].image.clone();
                 assert_eq!(image, Some(format!("{REGISTRY_IMAGE}:{version}")));
             }
-            // The Argo CRDs come from GitHub, out of this network's reach.
+            // The Argo CRDs come from GitHub, out of this network's reach: the minimal Workflow
+            // CRD stands in for them.
             "kubectl apply --server-side -k" => {
-                assert!(command.contains("argoproj/argo-workflows"))
+                assert!(command.contains("argoproj/argo-workflows"));
+                crate::workflows::install_workflow_crd(&client).await;
             }
             "kubectl label namespace" => {
                 let image = Image {
@@ -239,6 +241,17 @@ async fn install_on_your_cluster_as_the_readme_says() {
         "every stand-in applies: {stand_ins:?} {used:?}"
     );
     fleet.wait_stamped(&client, "install-a").await;
+    // The pod's ClusterRole lets it watch Workflows: install-a's are counted.
+    let workers: Api<flotilla::status::NamespaceWorker> = Api::all(client.clone());
+    eventually("install-a's Workflows counted", || async {
+        let status = workers.get_opt("install-a").await.ok()??.status?;
+        let counted = status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "WorkflowsIgnored" && c.reason == "NoneIgnored");
+        counted.then_some(())
+    })
+    .await;
     let (pod, _lock) = running.unwrap();
     assert!(pod.stop().is_empty());
     // The rest of the suite runs with manifests/ as it is.
