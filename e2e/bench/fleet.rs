@@ -6,7 +6,8 @@
 //! Then flotilla itself: cold converge, steady state (with a full resync in the window), the
 //! reaction to one more opt-in, a values rollout to the whole fleet at once (restart with a new
 //! image), a progressive rollout (10% at a time, health-gated), and a burst of N new opted-in
-//! namespaces. Request counts per verb come from the API server's audit log.
+//! namespaces, then Argo's Workflow CRD installed and 20,000 Workflows counted. Request counts
+//! per verb come from the API server's audit log.
 //!
 //! Run with `make bench` (N=500) or `N=2000 make bench`; see e2e/bench/run.sh.
 
@@ -30,6 +31,7 @@ mod results;
 mod setup;
 mod steady;
 mod tracker;
+mod workflows;
 
 use cluster::DownOnDrop;
 use phase::Phase;
@@ -101,6 +103,8 @@ async fn main() {
     record(&mut rows, row);
     let (row, burst) = converge::burst(&mut phase, &mut flotilla, &renderer_b).await;
     record(&mut rows, row);
+    let (row, workflows) = workflows::run(&mut phase, &flotilla).await;
+    record(&mut rows, row);
     flotilla.stop();
     let findings = results::Findings {
         steady,
@@ -108,6 +112,7 @@ async fn main() {
         listed: vec![cold, rolled, burst],
         watches: phase.watches,
         progressive,
+        workflows,
     };
     phase.down();
 

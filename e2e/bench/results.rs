@@ -19,6 +19,7 @@ pub struct Findings {
     pub listed: Vec<Listed>,
     pub watches: usize,
     pub progressive: Progressive,
+    pub workflows: crate::workflows::Counted,
 }
 
 /// The rollout to the whole fleet at once before revisions and rollouts, `rollout/limit
@@ -103,6 +104,7 @@ pub fn print(bench: &Bench, rows: &[Row], findings: &Findings, took: Duration) {
             ),
         },
         findings.progressive.target(),
+        findings.workflows.target(),
         Target {
             what: "flotilla peak RSS <= 100 MiB".into(),
             pass: no_rss.is_empty() && peak_rss <= 100.0,

@@ -151,11 +151,12 @@ pub fn keys(renderer: &Renderer, namespaces: &[String]) -> Vec<ObjectKey> {
 }
 
 /// The watches flotilla runs for a fleet stamped with `keys` (src/controller/watches.rs): one
-/// on Namespaces, one per stamped kind, one on NamespaceWorkers, and one per rendered kind and
-/// name (flotilla caps those; the bench's templates render the same names everywhere).
+/// on Namespaces, one per stamped kind, one on NamespaceWorkers, one per rendered kind and
+/// name (flotilla caps those; the bench's templates render the same names everywhere), and one
+/// on Workflows once their CRD is installed (src/controller/workflows.rs).
 pub fn flotilla_watches(keys: &[ObjectKey]) -> usize {
     let names: HashSet<(Kind, &str)> = keys.iter().map(|k| (k.kind, k.name.as_str())).collect();
-    1 + Kind::ALL.len() + 1 + names.len()
+    1 + Kind::ALL.len() + 1 + names.len() + 1
 }
 
 pub async fn create_namespaces(client: &Client, names: &[String], opted_in: bool) {

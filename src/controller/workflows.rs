@@ -1,15 +1,15 @@
 //! The watch of every Workflow in the cluster, metadata only, counted per namespace by the
 //! instanceid label they carry (crate::workflows): what a NamespaceWorker's `WorkflowsIgnored`
 //! says. Argo's CRDs may be missing, and be installed while flotilla runs: until they are, the
-//! Workflows are looked for every few seconds, the NamespaceWorkers say so, and one line is
-//! logged, not one per attempt.
+//! API server is asked every few seconds whether it serves them, the NamespaceWorkers say so,
+//! and one line is logged, not one per attempt.
 
 use super::queue::WorkQueue;
 use super::watches::{StampedMeta, Stores, watch_config};
 use crate::sync::{read, write};
 use crate::workflows::{Seen, Tally};
 use futures::StreamExt;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use kube::api::{Api, ApiResource};
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, ResourceExt};
 use std::sync::{Arc, RwLock};
@@ -89,25 +89,28 @@ struct Feed {
 
 impl Feed {
     async fn run(self, client: Client) {
-        let probe = Api::<DynamicObject>::all_with(client.clone(), &resource());
-        let api = Api::<StampedMeta>::all_with(client, &resource());
+        let api = Api::<StampedMeta>::all_with(client.clone(), &resource());
         let mut logged = None;
         loop {
-            match probe.list_metadata(&ListParams::default().limit(1)).await {
-                Ok(_) => {}
-                // Unknown paths are a bare "404 page not found", without a Status reason.
+            // Discovery, not a LIST: looking costs the API server next to nothing, however long
+            // the CRD stays missing. Whether flotilla may list them, the watch finds out.
+            match client
+                .list_api_group_resources("argoproj.io/v1alpha1")
+                .await
+            {
+                Ok(group) if group.resources.iter().any(|r| r.name == "workflows") => {
+                    self.watch(&api, &mut logged).await;
+                }
+                Ok(_) => {
+                    self.set(Listing::CrdMissing, &mut logged);
+                }
+                // An unknown group is a bare "404 page not found", without a Status reason.
                 Err(kube::Error::Api(status)) if status.code == 404 => {
                     self.set(Listing::CrdMissing, &mut logged);
-                    tokio::time::sleep(LOOK_AGAIN).await;
-                    continue;
                 }
-                Err(e) => {
-                    self.failed(e.to_string(), &mut logged);
-                    tokio::time::sleep(LOOK_AGAIN).await;
-                    continue;
-                }
-            }
-            self.watch(&api, &mut logged).await;
+                Err(e) => self.failed(e.to_string(), &mut logged),
+            };
+            tokio::time::sleep(LOOK_AGAIN).await;
         }
     }
 
