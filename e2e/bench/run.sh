@@ -5,6 +5,7 @@
 # Other knobs (environment): BENCH_SCRIPT_SAMPLE (50), BENCH_STEADY_SECONDS (120),
 # BENCH_QUIET_MAX_SECONDS (max(300, N/2)), BENCH_IDLE_MAX_SECONDS (120), BENCH_TIMEOUT_SECONDS
 # (1800), BENCH_FLOTILLA_LOG (RUST_LOG), BENCH_BASELINES (1; 0 runs flotilla's scenarios only),
+# BENCH_WORKFLOWS (20000: the Workflows created in the last scenario),
 # BENCH_FLOTILLA_WRAP (a command flotilla runs under, for a profile: BENCH_FLOTILLA_WRAP=heaptrack;
 # RSS and CPU are still the flotilla process's, found under the wrapper by its executable).
 #

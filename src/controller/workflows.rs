@@ -159,11 +159,12 @@ impl Feed {
         }
     }
 
-    /// A failure to list: what NamespaceWorkers say only until a list worked (afterwards the
-    /// counts stand, and the watch catches up when it is back).
+    /// A failure to list: what NamespaceWorkers say only until a list works (afterwards the
+    /// counts stand, and the watch catches up when it is back). Its first reason stays what they
+    /// say: a reason that changes on every attempt would rewrite every NamespaceWorker each time.
     fn failed(&self, reason: String, logged: &mut Option<String>) {
         let listing = read(&self.workflows.state).0.clone();
-        if matches!(listing, Listing::NotListed | Listing::Failed(_)) {
+        if matches!(listing, Listing::NotListed | Listing::CrdMissing) {
             self.set(Listing::Failed(reason), logged);
         } else if logged.as_deref() != Some(reason.as_str()) {
             tracing::warn!(error = %reason, "the Workflow watch failed; retrying");
