@@ -172,7 +172,19 @@ impl Tally {
             .unwrap_or_default()
     }
 
-    /// Every Workflow counted, for the bench and the logs.
+    /// How many live Workflows of `namespace` a controller with `instance_id` ignores.
+    pub fn ignored(&self, namespace: &str, instance_id: Option<&str>) -> u32 {
+        self.namespaces.get(namespace).map_or(0, |tally| {
+            tally
+                .labels
+                .values()
+                .filter(|(label, _)| label.as_deref() != instance_id)
+                .map(|(_, n)| n)
+                .sum()
+        })
+    }
+
+    /// Every Workflow counted, for the logs.
     pub fn live(&self) -> usize {
         self.namespaces.values().map(|t| t.workflows.len()).sum()
     }

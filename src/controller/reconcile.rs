@@ -103,6 +103,9 @@ pub async fn reconcile(ctx: &Context, name: &str) -> Result<Outcome, Error> {
         (Some(renderer), Ok(_)) => renderer.instance_id(&namespace.input).ok().flatten(),
         _ => None,
     };
+    if rendered.is_ok() {
+        ctx.workflows.expect(name, instance_id.as_deref());
+    }
     let observation = Observation {
         namespace: name,
         rendered: rendered.as_deref().map_err(ToString::to_string),
@@ -173,6 +176,7 @@ async fn reap(ctx: &Context, snapshot: &Snapshot) -> Result<Outcome, Error> {
         .await
         .map_err(Error::on("delete NamespaceWorker", name))?;
     ctx.memory.forget(name);
+    ctx.workflows.forget(name);
     let outcome = tally.outcome;
     if outcome.reaped > 0 || removed_worker {
         report::reaped(&ctx.events, snapshot.namespace.as_ref(), outcome.reaped);

@@ -9,9 +9,10 @@ use super::watches::{StampedMeta, Stores, watch_config};
 use crate::sync::{read, write};
 use crate::workflows::{Seen, Tally};
 use futures::StreamExt;
-use kube::api::{Api, ApiResource};
+use kube::api::{Api, ApiResource, ObjectMeta};
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, ResourceExt};
+use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use tokio::sync::watch;
@@ -32,6 +33,10 @@ enum Listing {
 
 pub struct Workflows {
     state: RwLock<(Listing, Tally)>,
+    /// Per namespace, the instanceID its controller was last rendered with: a Workflow whose
+    /// change leaves the namespace's ignored count as it was queues nothing (a new, labelled
+    /// Workflow is no news for its NamespaceWorker).
+    expected: RwLock<HashMap<String, Option<String>>>,
     /// Becomes true once the first attempt to list told something: the reconcilers wait for it,
     /// so that no NamespaceWorker is written twice at start-up, first without the counts.
     known: watch::Sender<bool>,
@@ -42,6 +47,7 @@ impl Workflows {
     pub fn start(client: &Client, queue: &Arc<WorkQueue>, stores: &Stores) -> Arc<Workflows> {
         let workflows = Arc::new(Workflows {
             state: RwLock::new((Listing::NotListed, Tally::default())),
+            expected: RwLock::default(),
             known: watch::Sender::new(false),
         });
         let feed = Feed {
@@ -62,6 +68,19 @@ impl Workflows {
             Listing::Failed(reason) => Seen::Failed(reason.clone()),
             Listing::Listed => Seen::Listed(state.1.counts(namespace)),
         }
+    }
+
+    /// What `namespace`'s controller was rendered with (None: no instanceID).
+    pub fn expect(&self, namespace: &str, instance_id: Option<&str>) {
+        let known = read(&self.expected).get(namespace).map(Option::as_deref) == Some(instance_id);
+        if !known {
+            write(&self.expected).insert(namespace.to_string(), instance_id.map(str::to_string));
+        }
+    }
+
+    /// The namespace was reaped: nothing is expected of it any more.
+    pub fn forget(&self, namespace: &str) {
+        write(&self.expected).remove(namespace);
     }
 
     pub async fn wait_until_known(&self) {
@@ -140,8 +159,8 @@ impl Feed {
                     }
                     None
                 }
-                Ok(Event::Apply(wf)) => write(&self.workflows.state).1.apply(&wf.metadata),
-                Ok(Event::Delete(wf)) => write(&self.workflows.state).1.delete(&wf.metadata),
+                Ok(Event::Apply(wf)) => self.news(&wf.metadata, Tally::apply),
+                Ok(Event::Delete(wf)) => self.news(&wf.metadata, Tally::delete),
                 Err(e) if not_found(&e) => {
                     write(&self.workflows.state).1 = Tally::default();
                     self.set(Listing::CrdMissing, logged);
@@ -156,6 +175,29 @@ impl Feed {
             };
             backoff = Duration::from_secs(1);
             self.queue(changed);
+        }
+    }
+
+    /// Records a Workflow's change; its namespace if that is news for its NamespaceWorker: its
+    /// ignored count changed, or its controller's instanceID is not known yet.
+    fn news(
+        &self,
+        meta: &ObjectMeta,
+        change: fn(&mut Tally, &ObjectMeta) -> Option<String>,
+    ) -> Option<String> {
+        let namespace = meta.namespace.as_deref()?;
+        let expected = read(&self.workflows.expected).get(namespace).cloned();
+        let mut state = write(&self.workflows.state);
+        let ignored = |tally: &Tally| {
+            expected
+                .as_ref()
+                .map(|id| tally.ignored(namespace, id.as_deref()))
+        };
+        let before = ignored(&state.1);
+        let changed = change(&mut state.1, meta)?;
+        match (before, ignored(&state.1)) {
+            (Some(before), Some(after)) if before == after => None,
+            _ => Some(changed),
         }
     }
 

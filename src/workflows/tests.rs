@@ -85,6 +85,9 @@ fn many_workflows_share_their_label_counts() {
     }
     assert_eq!(tally.counts("a").ignored(Some("a")), 10);
     assert_eq!(tally.counts("a").ignored(None), 90);
+    assert_eq!(tally.ignored("a", Some("a")), 10);
+    assert_eq!(tally.ignored("a", None), 90);
+    assert_eq!(tally.ignored("b", None), 0);
     assert_eq!(tally.live(), 100);
 }
 
