@@ -5,7 +5,7 @@ mod compute;
 mod health;
 mod resource;
 
-pub use compute::{Observation, compute, now};
+pub use compute::{Observation, compute, followed, now};
 pub use health::{Health, availability};
 pub use resource::{
     Condition, NamespaceWorker, NamespaceWorkerSpec, Phase, StampedRef, WorkerStatus, worker_object,
