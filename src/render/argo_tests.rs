@@ -1,5 +1,6 @@
-//! The default templates' optional argo-server (`values.argoServer`), rendered offline with the
-//! repository's flotilla.yaml, and `fail()`, with which a template refuses a value.
+//! Argo's settings in the default templates, rendered offline with the repository's
+//! flotilla.yaml: the optional argo-server (`values.argoServer`) and `fail()`, with which a
+//! template refuses a value; the controller's knobs and their overrides.
 
 use super::tests::assert_hardened;
 use super::*;
@@ -211,4 +212,108 @@ fn fail_refuses_the_render_with_its_message_file_and_line() {
     let message = renderer.render(&team_a(&[])).unwrap_err().to_string();
     assert!(message.len() < 400, "{} bytes", message.len());
     assert!(message.ends_with("… (100000 bytes)"), "{message}");
+}
+
+// ---- The controller's knobs: Argo's ConfigMap keys and flags, and their overrides. ----
+
+fn configmap(objects: &[Stamped]) -> &Json {
+    &object(objects, Kind::ConfigMap, "workflow-controller-configmap")["data"]
+}
+
+fn controller_args(objects: &[Stamped]) -> Vec<String> {
+    let deploy = object(objects, Kind::Deployment, "workflow-controller");
+    let args = deploy["spec"]["template"]["spec"]["containers"][0]["args"].clone();
+    serde_json::from_value(args).unwrap()
+}
+
+#[test]
+fn the_controller_knobs_render_at_argos_defaults() {
+    let objects = repo_with(|_| {}).render(&team_a(&[])).unwrap();
+    let data = configmap(&objects);
+    assert_eq!(data["namespaceParallelism"], "0");
+    // No rate limit: Argo's default, for which the key must be absent (a limit of 0 would
+    // let no pod be created).
+    assert!(data.get("resourceRateLimit").is_none(), "{data}");
+    let args = controller_args(&objects);
+    for flag in ["--workflow-workers=32", "--qps=20", "--burst=30"] {
+        assert!(args.iter().any(|a| a == flag), "{flag} not in {args:?}");
+    }
+}
+
+#[test]
+fn knob_overrides_within_their_bounds_reach_the_configmap_and_the_flags() {
+    let objects = repo_with(|_| {})
+        .render(&team_a(&[
+            ("override.flotilla.dev/namespaceParallelism", "200"),
+            ("override.flotilla.dev/resourceRateLimit.limit", "2.5"),
+            ("override.flotilla.dev/resourceRateLimit.burst", "25"),
+            ("override.flotilla.dev/workflowWorkers", "64"),
+            ("override.flotilla.dev/controllerQps", "50"),
+            ("override.flotilla.dev/controllerBurst", "75"),
+        ]))
+        .unwrap();
+    let data = configmap(&objects);
+    assert_eq!(data["namespaceParallelism"], "200");
+    // Nested YAML in one string, as Argo reads the key.
+    let limit: Json = serde_saphyr::from_str(data["resourceRateLimit"].as_str().unwrap()).unwrap();
+    assert_eq!(limit, json!({"limit": 2.5, "burst": 25}));
+    let args = controller_args(&objects);
+    assert_eq!(
+        args[args.len() - 3..],
+        ["--workflow-workers=64", "--qps=50", "--burst=75"]
+    );
+    // A fractional rate, as Argo's float flag takes it.
+    let objects = repo_with(|_| {})
+        .render(&team_a(&[("override.flotilla.dev/controllerQps", "7.5")]))
+        .unwrap();
+    assert!(controller_args(&objects).contains(&"--qps=7.5".to_string()));
+}
+
+#[test]
+fn knob_overrides_beyond_their_bounds_are_refused_naming_the_annotation() {
+    let renderer = repo_with(|_| {});
+    for (key, raw, why) in [
+        ("namespaceParallelism", "0", "0 is below the minimum 1"),
+        (
+            "namespaceParallelism",
+            "501",
+            "501 is above the maximum 500",
+        ),
+        ("resourceRateLimit.limit", "0", "0 is below the minimum 0.1"),
+        (
+            "resourceRateLimit.limit",
+            "100.5",
+            "100.5 is above the maximum 100",
+        ),
+        (
+            "resourceRateLimit.limit",
+            "1e3",
+            r#""1e3" is not a number (like 10 or 0.5)"#,
+        ),
+        ("resourceRateLimit.burst", "0", "0 is below the minimum 1"),
+        (
+            "resourceRateLimit.burst",
+            "2.5",
+            r#""2.5" is not an integer"#,
+        ),
+        ("workflowWorkers", "129", "129 is above the maximum 128"),
+        ("controllerQps", "0.5", "0.5 is below the minimum 1"),
+        ("controllerQps", "101", "101 is above the maximum 100"),
+        ("controllerBurst", "151", "151 is above the maximum 150"),
+        (
+            "resourceRateLimit",
+            "{limit: 1}",
+            r#""resourceRateLimit" is not overridable"#,
+        ),
+    ] {
+        let annotation = format!("override.flotilla.dev/{key}");
+        let errors = renderer
+            .render(&team_a(&[(&annotation, raw)]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            errors.starts_with(&format!("annotation {annotation}: {why}")),
+            "{key}={raw}: {errors}"
+        );
+    }
 }
