@@ -161,6 +161,19 @@ fn argo_server_role_is_argos_rule_for_rule() {
 }
 
 #[test]
+fn docs_security_lists_the_argo_server_role_as_stamped() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/security.md");
+    let docs = std::fs::read_to_string(path).unwrap();
+    let block = docs
+        .split("```yaml\n")
+        .map(|b| b.split_once("```").map_or(b, |(yaml, _)| yaml))
+        .find(|yaml| yaml.starts_with("argo-server-role:"))
+        .expect("docs/security.md lists argo-server-role");
+    let listed: Json = serde_saphyr::from_str(block).unwrap();
+    assert_eq!(listed["argo-server-role"], argos_argo_server_rules());
+}
+
+#[test]
 fn each_auth_mode_of_argos_is_passed_and_any_other_fails_naming_the_template() {
     for mode in ["client", "server", "sso"] {
         let objects = repo_with(with_argo_server(json!(mode)))
