@@ -48,9 +48,9 @@ enum Command {
     Check,
     /// Print the ClusterRole that lets flotilla write exactly what its templates render, by name.
     #[command(
-        after_help = "Example:\n  flotilla rbac --config flotilla.yaml > manifests/generated/clusterrole-stamp.yaml"
+        after_help = "Example:\n  flotilla rbac --config flotilla.yaml --set argoServer.enabled=true > manifests/generated/clusterrole-stamp.yaml"
     )]
-    Rbac,
+    Rbac(cli::rbac::RbacArgs),
     /// The fleet's rollout: status, pause, resume, undo, history (exit 0: complete).
     #[command(
         after_help = "Examples:\n  flotilla rollout status --watch\n  flotilla rollout pause\n  flotilla rollout undo --to-revision 3\n  flotilla rollout history"
@@ -85,7 +85,7 @@ fn main() -> ExitCode {
             }
         }),
         Command::Check => cli::check::check(&args.config).map(|()| ExitCode::SUCCESS),
-        Command::Rbac => cli::rbac::rbac(&args.config).map(|()| ExitCode::SUCCESS),
+        Command::Rbac(rbac) => cli::rbac::rbac(&args.config, &rbac).map(|()| ExitCode::SUCCESS),
         Command::Status(status) => {
             cli::status::status(&args.config, &status).map(|()| ExitCode::SUCCESS)
         }

@@ -3,13 +3,16 @@
 //! are accepted, each checked against its declared type and bounds; anything else is refused
 //! with a message naming the annotation, and the namespace keeps what it has.
 
+mod number;
 mod quantity;
 
 use crate::selector::LabelError;
+use number::{compare, decimal};
 use quantity::Quantity;
 use regex::Regex;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::{Map, Number, Value};
+use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 pub const ANNOTATION_PREFIX: &str = "override.flotilla.dev/";
@@ -26,9 +29,10 @@ pub struct OverrideSpec {
     /// Strings: the value must be one of these.
     #[serde(rename = "enum")]
     pub one_of: Option<Vec<String>>,
-    /// Integers: inclusive bounds.
-    pub minimum: Option<i64>,
-    pub maximum: Option<i64>,
+    /// Integers and numbers: inclusive bounds. Kept as JSON numbers, so that a revision's
+    /// declarations serialize as written (`1` stays `1`, never `1.0`).
+    pub minimum: Option<Number>,
+    pub maximum: Option<Number>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
@@ -37,6 +41,9 @@ pub enum ValueType {
     String,
     Integer,
     Boolean,
+    /// A decimal number such as `10` or `0.5`, for settings Argo reads as floats (pods a second,
+    /// queries a second). Plain decimal only: no exponent, no `inf` or `NaN`.
+    Number,
     /// A Kubernetes quantity such as `500m` or `1Gi`, kept as a string. A request
     /// (`<path>.requests.<resource>`) may not exceed its limit (`<path>.limits.<resource>`).
     Quantity,
@@ -55,8 +62,10 @@ pub enum OverrideError {
     Pattern(regex::Error),
     #[error("pattern and enum apply to type string only")]
     PatternNotOnString,
-    #[error("minimum and maximum apply to type integer only")]
-    BoundsNotOnInteger,
+    #[error("minimum and maximum apply to types integer and number only")]
+    BoundsNotOnNumbers,
+    #[error("minimum and maximum of type integer must be integers")]
+    BoundNotAnInteger,
 }
 
 impl OverrideError {
@@ -89,10 +98,12 @@ pub enum AnnotationError {
     NotOneOf { value: String, allowed: Vec<String> },
     #[error("{} is not an integer", shown(.0))]
     NotAnInteger(String),
+    #[error("{} is not a number (like 10 or 0.5)", shown(.0))]
+    NotANumber(String),
     #[error("{value} is below the minimum {minimum}")]
-    BelowMinimum { value: i64, minimum: i64 },
+    BelowMinimum { value: Number, minimum: Number },
     #[error("{value} is above the maximum {maximum}")]
-    AboveMaximum { value: i64, maximum: i64 },
+    AboveMaximum { value: Number, maximum: Number },
     #[error("{} is not true or false", shown(.0))]
     NotABoolean(String),
     #[error("{} is not a Kubernetes quantity (like 500m or 1Gi)", shown(.0))]
@@ -153,9 +164,16 @@ impl Override {
         if string_only && spec.value_type != ValueType::String {
             return Err(OverrideError::PatternNotOnString);
         }
-        let bounded = spec.minimum.is_some() || spec.maximum.is_some();
-        if bounded && spec.value_type != ValueType::Integer {
-            return Err(OverrideError::BoundsNotOnInteger);
+        let bounds = [&spec.minimum, &spec.maximum];
+        match spec.value_type {
+            ValueType::Integer if bounds.iter().flat_map(|b| b.as_ref()).any(|b| !b.is_i64()) => {
+                return Err(OverrideError::BoundNotAnInteger);
+            }
+            ValueType::Integer | ValueType::Number => {}
+            _ if bounds.iter().any(|b| b.is_some()) => {
+                return Err(OverrideError::BoundsNotOnNumbers);
+            }
+            _ => {}
         }
         Ok(Override {
             key: key.to_string(),
@@ -192,23 +210,11 @@ impl Override {
                     .trim()
                     .parse()
                     .map_err(|_| AnnotationError::NotAnInteger(raw.to_string()))?;
-                if let Some(min) = spec.minimum
-                    && n < min
-                {
-                    return Err(AnnotationError::BelowMinimum {
-                        value: n,
-                        minimum: min,
-                    });
-                }
-                if let Some(max) = spec.maximum
-                    && n > max
-                {
-                    return Err(AnnotationError::AboveMaximum {
-                        value: n,
-                        maximum: max,
-                    });
-                }
-                Ok(Value::from(n))
+                self.within(n.into())
+            }
+            ValueType::Number => {
+                let n = decimal(raw).ok_or_else(|| AnnotationError::NotANumber(raw.to_string()))?;
+                self.within(n)
             }
             ValueType::Boolean => match raw.trim() {
                 "true" => Ok(Value::Bool(true)),
@@ -223,6 +229,27 @@ impl Override {
                 }
             },
         }
+    }
+
+    /// `n` as the value, if it is within the declared bounds.
+    fn within(&self, n: Number) -> Result<Value, AnnotationError> {
+        if let Some(min) = &self.spec.minimum
+            && compare(&n, min) == Some(Ordering::Less)
+        {
+            return Err(AnnotationError::BelowMinimum {
+                value: n,
+                minimum: min.clone(),
+            });
+        }
+        if let Some(max) = &self.spec.maximum
+            && compare(&n, max) == Some(Ordering::Greater)
+        {
+            return Err(AnnotationError::AboveMaximum {
+                value: n,
+                maximum: max.clone(),
+            });
+        }
+        Ok(Value::Number(n))
     }
 }
 

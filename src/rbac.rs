@@ -7,13 +7,20 @@
 //! as `run` renders: a template whose name differs between the two composes it from the
 //! namespace, and no list of names can hold it. `flotilla check` and `flotilla rbac` refuse such
 //! a template, naming it; running it takes an open rule an admin adds by hand.
+//!
+//! A part the config leaves off (argo-server, `values.argoServer.enabled`) renders no names, yet
+//! an admin may turn it on while flotilla runs, which follows its config without a new
+//! ClusterRole. `flotilla rbac --set key=value` renders once more with those values and lists
+//! the names of both renders.
 
 use crate::config::Config;
 use crate::kinds::Kind;
 use crate::object::ObjectKey;
 use crate::render::{NamespaceInput, RenderError, RenderErrors, RenderProblem, Renderer};
+use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
+use std::str::FromStr;
 
 /// The generated ClusterRole's name (bound by `manifests/clusterrolebinding.yaml`).
 pub const CLUSTER_ROLE: &str = "flotilla-stamp";
@@ -23,8 +30,120 @@ pub const CLUSTER_ROLE: &str = "flotilla-stamp";
 pub struct TemplatedNames {
     /// Per kind, each rendered name and the templates that render it.
     pub names: BTreeMap<Kind, BTreeMap<String, BTreeSet<String>>>,
-    /// How many objects a namespace gets.
+    /// How many objects a namespace gets (as the config says, without any [`Set`]).
     pub objects: usize,
+    /// The values the names were also rendered with, as `key=value`.
+    pub with: Vec<String>,
+}
+
+impl TemplatedNames {
+    /// The names of both: what flotilla may write whichever of the two renders is in force.
+    pub fn union(mut self, other: TemplatedNames) -> TemplatedNames {
+        for (kind, names) in other.names {
+            let ours = self.names.entry(kind).or_default();
+            for (name, templates) in names {
+                ours.entry(name).or_default().extend(templates);
+            }
+        }
+        self.with.extend(other.with);
+        self
+    }
+}
+
+/// A value set for the ClusterRole's render only: `key=value`, the key a dotted path into
+/// `values` that exists there, the value read as YAML (`true`, `3`, `client`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Set {
+    pub key: String,
+    pub value: Value,
+    text: String,
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SetError {
+    #[error("{0:?} is not key=value")]
+    NotKeyValue(String),
+    #[error("{key}: {reason}")]
+    NotYaml { key: String, reason: String },
+    #[error("there is no values.{0} to set")]
+    NoSuchValue(String),
+}
+
+impl FromStr for Set {
+    type Err = SetError;
+
+    fn from_str(text: &str) -> Result<Set, SetError> {
+        let (key, raw) = text
+            .split_once('=')
+            .filter(|(key, _)| !key.is_empty())
+            .ok_or_else(|| SetError::NotKeyValue(text.to_string()))?;
+        let value = serde_saphyr::from_str(raw).map_err(|e| SetError::NotYaml {
+            key: key.to_string(),
+            reason: crate::yaml_error::YamlError::from(e).reason,
+        })?;
+        Ok(Set {
+            key: key.to_string(),
+            value,
+            text: text.to_string(),
+        })
+    }
+}
+
+/// `values` with every one of `sets` in place; a key that names no value is refused, so that a
+/// typo never leaves the ClusterRole short of names silently.
+pub fn with_sets(
+    values: &Map<String, Value>,
+    sets: &[Set],
+) -> Result<Map<String, Value>, SetError> {
+    let mut values = values.clone();
+    for set in sets {
+        let mut path = set.key.split('.');
+        let first = path.next().unwrap_or_default();
+        let slot = path.try_fold(values.get_mut(first), |slot, key| {
+            Some(slot?.as_object_mut()?.get_mut(key))
+        });
+        match slot.flatten() {
+            Some(slot) => *slot = set.value.clone(),
+            None => return Err(SetError::NoSuchValue(set.key.clone())),
+        }
+    }
+    Ok(values)
+}
+
+/// Why the names could not be found: a [`Set`] refused, or the templates failing, as the config
+/// says (`with` empty) or with the sets.
+#[derive(Debug, thiserror::Error)]
+pub enum NamesError {
+    /// Not a `source`: the binary's edge prints sources after the message, which would repeat it.
+    #[error("--set: {0}")]
+    Set(SetError),
+    #[error("{errors}")]
+    Render {
+        with: Vec<String>,
+        errors: RenderErrors,
+    },
+}
+
+/// [`templated_names`] as the config says, and, with `sets`, the union with those of a render
+/// with the sets in place.
+pub fn templated_names_with(
+    renderer: &Renderer,
+    config: &Config,
+    sets: &[Set],
+) -> Result<TemplatedNames, NamesError> {
+    let render = |with: Vec<String>| move |errors| NamesError::Render { with, errors };
+    let names = templated_names(renderer, config).map_err(render(Vec::new()))?;
+    if sets.is_empty() {
+        return Ok(names);
+    }
+    let with: Vec<String> = sets.iter().map(|s| s.text.clone()).collect();
+    let mut varied = config.clone();
+    varied.values = with_sets(&config.values, sets).map_err(NamesError::Set)?;
+    let renderer =
+        Renderer::new(renderer.sources().to_vec(), &varied).map_err(render(with.clone()))?;
+    let mut more = templated_names(&renderer, &varied).map_err(render(with.clone()))?;
+    more.with = with;
+    Ok(names.union(more))
 }
 
 /// Two sample namespaces that differ from their first character on and in length (so a name
@@ -109,8 +228,20 @@ pub fn cluster_role(names: &TemplatedNames) -> String {
          # refused: flotilla never POSTs these). delete prunes and reaps, one object at a time with\n\
          # a uid precondition. The names hold in every namespace (RBAC cannot tie them to some),\n\
          # kube-system included. Reads are not limited: the watches need every name\n\
-         # (clusterrole.yaml).\n\
-         apiVersion: rbac.authorization.k8s.io/v1\n\
+         # (clusterrole.yaml)."
+    );
+    if !names.with.is_empty() {
+        let _ = writeln!(
+            out,
+            "# The names are those rendered as the config says and also with\n\
+             #   {}\n\
+             # so that turning that on while flotilla runs needs no other ClusterRole.",
+            names.with.join(", ")
+        );
+    }
+    let _ = writeln!(
+        out,
+        "apiVersion: rbac.authorization.k8s.io/v1\n\
          kind: ClusterRole\n\
          metadata:\n  name: {CLUSTER_ROLE}\n  labels:\n    app.kubernetes.io/name: flotilla"
     );

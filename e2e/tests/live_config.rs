@@ -242,3 +242,56 @@ async fn a_selector_edit_that_would_reap_most_of_the_fleet_waits_for_resume() {
     flotilla.stop();
     delete_namespaces(&client, &all).await;
 }
+
+/// A template holding `<`, `>` and `&`, as a shell script or a Jinja comparison does.
+const SCRIPT_TEMPLATE: &str = r#"apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: e2e-script
+data:
+  run.sh: "test -s /tmp/in && sort < /tmp/in > /tmp/out"
+{% if values.parallelism > 55 %}
+  many: "yes"
+{% endif %}
+"#;
+
+#[tokio::test]
+async fn a_config_back_at_an_earlier_revisions_content_is_the_newest_again() {
+    let client = admin().await;
+    let mut fleet = Fleet::new("back");
+    forget_revisions(&client, &fleet.instance).await;
+    fleet.add_template("script.yaml", SCRIPT_TEMPLATE);
+    let _grant = Grant::names("back", flotilla::kinds::Kind::ConfigMap, &["e2e-script"]);
+    let ns = "back-a";
+    fleet.namespace(&client, ns, true).await;
+    let flotilla = fleet.start();
+    fleet.wait_stamped(&client, ns).await;
+    let target = |number: i64| {
+        let instance = fleet.instance.clone();
+        let client = client.clone();
+        async move {
+            wait_fleet(
+                &client,
+                &instance,
+                &format!("revision {number} the target"),
+                |f| f.status.as_ref().unwrap().target_revision == number,
+            )
+            .await
+        }
+    };
+    target(1).await;
+    fleet.values["parallelism"] = serde_json::json!(60);
+    fleet.config_file();
+    flotilla.wait_log("config reloaded").await;
+    target(2).await;
+    fleet.wait_stamped(&client, ns).await;
+
+    // Back to the first content: that revision is renumbered the newest, 3, and rolls out.
+    fleet.values["parallelism"] = serde_json::json!(50);
+    fleet.config_file();
+    let back = target(3).await;
+    assert!(!message(&back).contains("refused"), "{}", message(&back));
+    fleet.wait_stamped(&client, ns).await;
+    assert_eq!(revisions(&client, &fleet.instance).await, 2);
+    delete_namespaces(&client, &[ns]).await;
+}

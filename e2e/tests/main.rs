@@ -2,10 +2,12 @@
 //! kube-apiserver, kube-controller-manager). flotilla runs as a process under the token of its
 //! own ServiceAccount, bound to the ClusterRole from manifests/. Run with `make test`.
 
+mod argo_server;
 mod audit;
 mod cold_restart;
 #[path = "../common.rs"]
 mod common;
+mod controller_knobs;
 mod failures;
 mod faults;
 mod fleet_pod;

@@ -1,23 +1,44 @@
 //! `flotilla rbac`: the ClusterRole that lets flotilla create, patch and delete exactly the
 //! objects its templates render, by name (`manifests/generated/clusterrole-stamp.yaml` is its
-//! output for the repository's templates; `make check-manifests` fails when that is stale).
+//! output for the repository's templates, with argo-server on as well; `make check-manifests`
+//! fails when that is stale).
 
 use super::CliError;
+use flotilla::rbac::{NamesError, Set};
 
-pub fn rbac(config_path: &std::path::Path) -> Result<(), CliError> {
+#[derive(clap::Args)]
+pub struct RbacArgs {
+    /// Also list the names rendered with this value set, as key=value, a dotted path into
+    /// `values` (repeatable; all are set together): for a part the config leaves off that may
+    /// be turned on while flotilla runs, e.g. argoServer.enabled=true.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    sets: Vec<Set>,
+}
+
+pub fn rbac(config_path: &std::path::Path, args: &RbacArgs) -> Result<(), CliError> {
     let (config, renderer) = super::load(config_path)?;
-    let names = flotilla::rbac::templated_names(&renderer, &config).map_err(|errors| {
-        let lines: Vec<String> = errors
-            .0
-            .into_iter()
-            .map(|e| e.in_dir(&config.templates_dir).to_string())
-            .collect();
-        CliError(anyhow::anyhow!(
-            "templates in {}:\n{}",
-            config.templates_dir.display(),
-            lines.join("\n")
-        ))
-    })?;
+    let names =
+        flotilla::rbac::templated_names_with(&renderer, &config, &args.sets).map_err(|error| {
+            match error {
+                NamesError::Render { with, errors } => {
+                    let lines: Vec<String> = errors
+                        .0
+                        .into_iter()
+                        .map(|e| e.in_dir(&config.templates_dir).to_string())
+                        .collect();
+                    let with = match with.is_empty() {
+                        true => String::new(),
+                        false => format!(" with {}", with.join(", ")),
+                    };
+                    CliError(anyhow::anyhow!(
+                        "templates in {}{with}:\n{}",
+                        config.templates_dir.display(),
+                        lines.join("\n")
+                    ))
+                }
+                other => CliError(other.into()),
+            }
+        })?;
     print!("{}", flotilla::rbac::cluster_role(&names));
     Ok(())
 }

@@ -195,8 +195,8 @@ fn yaml_errors_name_line_column_and_key_then_show_the_spot() {
             "line 1 column 1: unknown field `selectr`, expected one of selector, templates, namespace, instance, fieldManager, concurrency, apiQps, apiBurst, resyncSeconds, degradedAfterSeconds, values, overrides, leaderElection, policy, rollout",
         ),
         (
-            "values: {n: 1}\noverrides:\n  n: {type: number}\n",
-            "line 3 column 13: n: unknown variant `number`, expected one of string, integer, boolean, quantity",
+            "values: {n: 1}\noverrides:\n  n: {type: float}\n",
+            "line 3 column 13: n: unknown variant `float`, expected one of string, integer, boolean, number, quantity",
         ),
         (
             "policy:\n  allowServiceTypes: [ClusterIp]\n",

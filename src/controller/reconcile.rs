@@ -81,7 +81,8 @@ pub async fn reconcile(ctx: &Context, name: &str) -> Result<Outcome, Error> {
         }
         Err(_) => Vec::new(),
     };
-    let mut tally = Tally::of(done);
+    let followed = rendered.as_deref().ok().and_then(status::followed);
+    let mut tally = Tally::of(done, followed);
     ctx.memory
         .update(name, |m| m.verified = tally.verified.clone());
     let mut outcome = tally.outcome;
@@ -166,7 +167,7 @@ pub async fn reconcile(ctx: &Context, name: &str) -> Result<Outcome, Error> {
 /// exists), including objects placed outside it, and its NamespaceWorker; then forgets it.
 async fn reap(ctx: &Context, snapshot: &Snapshot) -> Result<Outcome, Error> {
     let name = &snapshot.name;
-    let tally = Tally::of(ctx.executor().run(plan::reap(snapshot)).await);
+    let tally = Tally::of(ctx.executor().run(plan::reap(snapshot)).await, None);
     if let Some(e) = tally.first_error {
         return Err(e);
     }
@@ -188,7 +189,7 @@ async fn reap(ctx: &Context, snapshot: &Snapshot) -> Result<Outcome, Error> {
 struct Tally {
     outcome: Outcome,
     conflicts: Vec<(ObjectKey, String)>,
-    /// The first Deployment whose health is known: the controller's.
+    /// The health of the Deployment the worker follows (`status::followed`), once known.
     health: Option<Health>,
     /// What was found in sync this time: what is remembered next time.
     verified: HashMap<ObjectKey, Verified>,
@@ -198,7 +199,7 @@ struct Tally {
 }
 
 impl Tally {
-    fn of(done: Vec<Result<Done, Error>>) -> Tally {
+    fn of(done: Vec<Result<Done, Error>>, followed: Option<&ObjectKey>) -> Tally {
         let mut tally = Tally {
             outcome: Outcome::default(),
             conflicts: Vec::new(),
@@ -242,7 +243,7 @@ impl Tally {
                     continue;
                 }
             };
-            if tally.health.is_none() {
+            if Some(&key) == followed {
                 tally.health = verified.health.as_deref().cloned();
             }
             tally.verified.insert(key, verified);

@@ -10,7 +10,7 @@ use crate::rollout::revision::{self, Content, Stored};
 use crate::sync::{read, write};
 use crate::telemetry::Metrics;
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, RwLock};
 
@@ -99,12 +99,18 @@ impl Revisions {
             // Back to an earlier revision's content: it is the newest again, as Kubernetes
             // renumbers a Deployment's old ReplicaSet on a rollback.
             Some(_) => {
-                let patch = serde_json::json!({ "revision": newest + 1 });
+                // A replace of the object as read, not a patch: the API server applies a patch
+                // to the object as Go encodes it, with `<`, `>` and `&` escaped in strings, and
+                // refuses the data as changed ("field is immutable") when the content holds one
+                // (a shell `&&`, a `>` in a template). Read and written back by serde_json, the
+                // data is byte for byte what flotilla created; the resourceVersion read makes
+                // the replace refused if the object changed meanwhile.
                 let name = revision::object_name(&self.instance, &hash);
-                let params = PatchParams::default();
+                let mut object = metrics.count("get", api.get(&name).await)?;
+                object.revision = Some(newest + 1);
                 metrics.count(
-                    "patch",
-                    api.patch(&name, &params, &Patch::Merge(&patch)).await,
+                    "update",
+                    api.replace(&name, &PostParams::default(), &object).await,
                 )?;
                 if let Some(k) = write(&self.kept).get_mut(&hash) {
                     k.stored.number = newest + 1;

@@ -6,6 +6,7 @@ fn values() -> Map<String, Value> {
         "controllerImage": "quay.io/argoproj/workflow-controller:v4.1.2",
         "parallelism": 50,
         "debug": false,
+        "rate": 0,
         "resources": {"limits": {"memory": "512Mi"}},
     })
     .as_object()
@@ -18,6 +19,7 @@ fn declared() -> Vec<Override> {
         "controllerImage": {"type": "string", "pattern": r"quay\.io/argoproj/workflow-controller:v[0-9.]+(-rc[0-9]+)?"},
         "parallelism": {"type": "integer", "minimum": 1, "maximum": 500},
         "debug": {"type": "boolean"},
+        "rate": {"type": "number", "minimum": 0.1, "maximum": 100},
         "resources.limits.memory": {"type": "quantity"},
     });
     specs
@@ -49,6 +51,7 @@ fn accepted_overrides_replace_only_their_value() {
             ),
             ("parallelism", "200"),
             ("debug", "true"),
+            ("rate", "2.5"),
             ("resources.limits.memory", "1Gi"),
         ]),
     )
@@ -59,6 +62,7 @@ fn accepted_overrides_replace_only_their_value() {
     );
     assert_eq!(result["parallelism"], 200);
     assert_eq!(result["debug"], true);
+    assert_eq!(result["rate"], 2.5);
     assert_eq!(result["resources"]["limits"]["memory"], "1Gi");
     let mut unrelated = BTreeMap::new();
     unrelated.insert("example.com/other".to_string(), "x".to_string());
@@ -92,7 +96,7 @@ fn rejected_overrides_name_the_annotation_and_the_problem() {
         [
             r#"override.flotilla.dev/controllerImage: "evil.example/controller:latest" does not match the allowed pattern "quay\\.io/argoproj/workflow-controller:v[0-9.]+(-rc[0-9]+)?""#,
             r#"override.flotilla.dev/debug: "yes" is not true or false"#,
-            r#"override.flotilla.dev/executorImage: "executorImage" is not overridable (the config allows: controllerImage, debug, parallelism, resources.limits.memory)"#,
+            r#"override.flotilla.dev/executorImage: "executorImage" is not overridable (the config allows: controllerImage, debug, parallelism, rate, resources.limits.memory)"#,
             r#"override.flotilla.dev/parallelism: "lots" is not an integer"#,
             r#"override.flotilla.dev/resources.limits.memory: "a lot" is not a Kubernetes quantity (like 500m or 1Gi)"#,
         ]
@@ -137,17 +141,28 @@ fn annotation_errors_read_as_documented() {
         ),
         (
             AnnotationError::BelowMinimum {
-                value: 0,
-                minimum: 1,
+                value: 0.into(),
+                minimum: 1.into(),
             },
             "0 is below the minimum 1".into(),
         ),
         (
             AnnotationError::AboveMaximum {
-                value: 5000,
-                maximum: 500,
+                value: 5000.into(),
+                maximum: 500.into(),
             },
             "5000 is above the maximum 500".into(),
+        ),
+        (
+            AnnotationError::BelowMinimum {
+                value: Number::from_f64(0.05).unwrap(),
+                minimum: Number::from_f64(0.1).unwrap(),
+            },
+            "0.05 is below the minimum 0.1".into(),
+        ),
+        (
+            AnnotationError::NotANumber("1e3".into()),
+            r#""1e3" is not a number (like 10 or 0.5)"#.into(),
         ),
         (
             AnnotationError::NotABoolean("yes".into()),
@@ -242,6 +257,16 @@ fn typed_values_refuse_near_misses() {
         ("parallelism", "0", "below the minimum 1"),
         ("parallelism", "-1", "below the minimum 1"),
         ("parallelism", "99999999999999999999", "not an integer"),
+        ("parallelism", "1.5", "not an integer"),
+        ("rate", "0.05", "0.05 is below the minimum 0.1"),
+        ("rate", "0", "0 is below the minimum 0.1"),
+        ("rate", "100.01", "100.01 is above the maximum 100"),
+        ("rate", "1e2", "not a number"),
+        ("rate", "inf", "not a number"),
+        ("rate", "NaN", "not a number"),
+        ("rate", ".5", "not a number"),
+        ("rate", "5; rm -rf /", "not a number"),
+        ("rate", "0.5\n- --qps=1000", "not a number"),
         ("debug", "True", "not true or false"),
         ("debug", "1", "not true or false"),
         ("resources.limits.memory", "", "not a Kubernetes quantity"),
@@ -310,7 +335,25 @@ fn declarations_are_checked_against_values() {
         (
             "controllerImage",
             json!({"type": "string", "maximum": 3}),
-            "minimum and maximum apply to type integer only",
+            "minimum and maximum apply to types integer and number only",
+            None,
+        ),
+        (
+            "debug",
+            json!({"type": "boolean", "minimum": 0}),
+            "minimum and maximum apply to types integer and number only",
+            None,
+        ),
+        (
+            "parallelism",
+            json!({"type": "integer", "maximum": 1.5}),
+            "minimum and maximum of type integer must be integers",
+            None,
+        ),
+        (
+            "rate",
+            json!({"type": "number", "enum": ["1"]}),
+            "pattern and enum apply to type string only",
             None,
         ),
         (
@@ -472,4 +515,20 @@ fn a_pair_no_annotation_touched_is_left_to_the_api_server() {
         &annotations(&[("resources.limits.memory", "1Gi")]),
     );
     assert!(result.is_ok(), "{result:?}");
+}
+
+#[test]
+fn numbers_within_their_bounds_are_taken_as_written() {
+    for (raw, want) in [
+        ("0.1", json!(0.1)),
+        ("100", json!(100)),
+        ("100.0", json!(100.0)),
+        ("2.5", json!(2.5)),
+        // An integer stays one: `--qps=20`, never `--qps=20.0`, for an override of 20.
+        ("20", json!(20)),
+    ] {
+        let result = apply(&values(), &declared(), &annotations(&[("rate", raw)])).expect(raw);
+        assert_eq!(result["rate"], want, "{raw}");
+        assert_eq!(result["rate"].is_i64(), want.is_i64(), "{raw}");
+    }
 }

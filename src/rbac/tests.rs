@@ -181,3 +181,139 @@ fn the_samples_are_never_flotillas_own_namespace() {
         assert_ne!(samples[0].as_bytes()[0], samples[1].as_bytes()[0]);
     }
 }
+
+fn set(text: &str) -> Set {
+    text.parse().unwrap()
+}
+
+#[test]
+fn the_union_holds_the_names_and_templates_of_both() {
+    let plain = names_of(&[
+        ("a.yaml", &cm("a", "{{ namespace.name }}")),
+        ("b.yaml", &cm("b", "{{ namespace.name }}")),
+    ])
+    .unwrap();
+    let other = names_of(&[
+        ("b2.yaml", &cm("b", "{{ namespace.name }}")),
+        ("c.yaml", &cm("c", "{{ namespace.name }}")),
+    ])
+    .unwrap();
+    let both = plain.union(other);
+    assert_eq!(
+        both.names[&Kind::ConfigMap],
+        BTreeMap::from([
+            ("a".to_string(), BTreeSet::from(["a.yaml".to_string()])),
+            (
+                "b".to_string(),
+                BTreeSet::from(["b.yaml".to_string(), "b2.yaml".to_string()])
+            ),
+            ("c".to_string(), BTreeSet::from(["c.yaml".to_string()])),
+        ])
+    );
+    // What a namespace gets is the first's.
+    assert_eq!(both.objects, 2);
+}
+
+#[test]
+fn with_argo_server_set_the_cluster_role_also_lists_its_names() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("flotilla.yaml");
+    let config = Config::load(&path).unwrap();
+    let renderer = Renderer::load(&config).unwrap();
+    let names =
+        templated_names_with(&renderer, &config, &[set("argoServer.enabled=true")]).unwrap();
+    // A namespace still gets the nine objects the config renders.
+    assert_eq!(names.objects, 9);
+    assert_eq!(names.with, ["argoServer.enabled=true"]);
+    let role: Value = serde_saphyr::from_str(&cluster_role(&names)).unwrap();
+    let names_of_rule = |i: usize| role["rules"][i]["resourceNames"].clone();
+    let expected = [
+        json!(["argo", "argo-server", "argo-workflow"]),
+        json!(["workflow-controller-configmap"]),
+        json!(["argo-role", "argo-server-role", "argo-workflow"]),
+        json!(["argo-binding", "argo-server-binding", "argo-workflow"]),
+        json!(["argo-server", "workflow-controller-metrics"]),
+        json!(["argo-server", "workflow-controller"]),
+        // escalate and bind: the argo-server Role too.
+        json!(["argo-role", "argo-server-role", "argo-workflow"]),
+    ];
+    for (i, want) in expected.iter().enumerate() {
+        assert_eq!(&names_of_rule(i), want, "rule {i}: {}", role["rules"][i]);
+    }
+    assert_eq!(role["rules"][6]["verbs"], json!(["escalate", "bind"]));
+    assert!(cluster_role(&names).contains("#   argoServer.enabled=true\n"));
+    // Without the set: exactly the plain names, and no word of sets.
+    let plain = templated_names_with(&renderer, &config, &[]).unwrap();
+    assert_eq!(plain, repo());
+    assert!(!cluster_role(&plain).contains("also with"));
+}
+
+#[test]
+fn a_set_is_key_value_and_names_an_existing_value() {
+    assert_eq!(set("a.b=true").value, json!(true));
+    assert_eq!(set("a=3").value, json!(3));
+    assert_eq!(set("a=client").value, json!("client"));
+    assert_eq!(set("a=x=y").value, json!("x=y"));
+    assert_eq!(
+        "nope".parse::<Set>().unwrap_err(),
+        SetError::NotKeyValue("nope".into())
+    );
+    assert_eq!(
+        "=1".parse::<Set>().unwrap_err(),
+        SetError::NotKeyValue("=1".into())
+    );
+    assert!(matches!(
+        "a=[".parse::<Set>().unwrap_err(),
+        SetError::NotYaml { .. }
+    ));
+    let values = json!({"argoServer": {"enabled": false, "image": "x"}, "n": 1});
+    let values = values.as_object().unwrap();
+    let set_on = with_sets(values, &[set("argoServer.enabled=true"), set("n=2")]).unwrap();
+    assert_eq!(
+        Value::Object(set_on),
+        json!({"argoServer": {"enabled": true, "image": "x"}, "n": 2})
+    );
+    for missing in [
+        "argoServer.enabld",
+        "argoServer.enabled.x",
+        "n.x",
+        "nope",
+        "n.",
+    ] {
+        assert_eq!(
+            with_sets(values, &[set(&format!("{missing}=true"))]).unwrap_err(),
+            SetError::NoSuchValue(missing.into()),
+            "{missing}"
+        );
+    }
+}
+
+#[test]
+fn a_render_failing_with_the_sets_says_so() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("flotilla.yaml");
+    let config = Config::load(&path).unwrap();
+    let renderer = Renderer::load(&config).unwrap();
+    let sets = [
+        set("argoServer.enabled=true"),
+        set("argoServer.authMode=none"),
+    ];
+    match templated_names_with(&renderer, &config, &sets) {
+        Err(NamesError::Render { with, errors }) => {
+            assert_eq!(
+                with,
+                ["argoServer.enabled=true", "argoServer.authMode=none"]
+            );
+            assert!(
+                errors
+                    .to_string()
+                    .starts_with("argo-server-deployment.yaml:3:"),
+                "{errors}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    let typo = templated_names_with(&renderer, &config, &[set("argoserver.enabled=true")]);
+    assert_eq!(
+        typo.unwrap_err().to_string(),
+        "--set: there is no values.argoserver.enabled to set"
+    );
+}

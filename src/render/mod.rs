@@ -73,6 +73,7 @@ impl Renderer {
         env.add_filter("tojson", escape::tojson_filter);
         env.add_filter("yaml", yaml_filter);
         env.add_filter("dns_label", names::dns_label_filter);
+        env.add_function("fail", fail);
         let mut errors = Vec::new();
         let mut files = Vec::new();
         let kept = sources.clone();
@@ -257,6 +258,17 @@ fn yaml_filter(value: Value) -> Result<String, minijinja::Error> {
         .map_err(|e| minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, e.to_string()))
 }
 
+/// `{{ fail("why") }}`: the template refuses to render, for a value it cannot use (an unknown
+/// mode, say). Rendering fails as for any template error, naming the file and line, so the
+/// namespace keeps what it has and `flotilla check` reports it offline. The message goes into
+/// a NamespaceWorker's status and an Event, so it is cut short.
+fn fail(message: String) -> Result<Value, minijinja::Error> {
+    Err(minijinja::Error::new(
+        minijinja::ErrorKind::InvalidOperation,
+        truncate(&message, 300),
+    ))
+}
+
 /// At most `max` bytes of `text`, cut at a character boundary, marked when cut.
 pub(crate) fn truncate(text: &str, max: usize) -> String {
     if text.len() <= max {
@@ -299,5 +311,7 @@ pub fn to_yaml(objects: &[Stamped]) -> String {
         .collect()
 }
 
+#[cfg(test)]
+mod argo_tests;
 #[cfg(test)]
 mod tests;

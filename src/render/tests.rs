@@ -579,7 +579,7 @@ fn repo_render(name: &str, annotations: &[(&str, &str)]) -> Vec<Stamped> {
 }
 
 /// Every container of every pod template in `objects`, with its pod spec.
-fn containers(objects: &[Stamped]) -> Vec<(serde_json::Value, serde_json::Value)> {
+pub(super) fn containers(objects: &[Stamped]) -> Vec<(serde_json::Value, serde_json::Value)> {
     objects
         .iter()
         .filter(|o| o.key.kind == crate::kinds::Kind::Deployment)
@@ -594,7 +594,7 @@ fn containers(objects: &[Stamped]) -> Vec<(serde_json::Value, serde_json::Value)
         .collect()
 }
 
-fn assert_hardened(objects: &[Stamped], what: &str) {
+pub(super) fn assert_hardened(objects: &[Stamped], what: &str) {
     let containers = containers(objects);
     assert!(!containers.is_empty(), "{what}: no containers rendered");
     for (pod, c) in containers {

@@ -258,11 +258,28 @@ fn since(time: &str, now: Timestamp) -> Duration {
         .unwrap_or_default()
 }
 
-/// The first container image of the (first) rendered Deployment.
+/// The name of Argo's controller Deployment in the default templates.
+const CONTROLLER: &str = "workflow-controller";
+
+/// The Deployment a NamespaceWorker follows (its image, its health): Argo's
+/// `workflow-controller` where the set has one, since another Deployment such as argo-server's
+/// may sort before it; otherwise, for templates of other names, the first one rendered.
+pub fn followed(rendered: &[Stamped]) -> Option<&ObjectKey> {
+    let deployments = || {
+        rendered
+            .iter()
+            .filter(|o| o.key.kind == crate::kinds::Kind::Deployment)
+    };
+    deployments()
+        .find(|o| o.key.name == CONTROLLER)
+        .or_else(|| deployments().next())
+        .map(|o| &o.key)
+}
+
+/// The first container image of the [`followed`] Deployment.
 fn controller_image(rendered: &[Stamped]) -> String {
-    rendered
-        .iter()
-        .find(|o| o.key.kind == crate::kinds::Kind::Deployment)
+    followed(rendered)
+        .and_then(|key| rendered.iter().find(|o| &o.key == key))
         .and_then(|d| d.body["spec"]["template"]["spec"]["containers"][0]["image"].as_str())
         .unwrap_or_default()
         .to_string()

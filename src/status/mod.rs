@@ -6,7 +6,7 @@ mod health;
 mod resource;
 mod workflows;
 
-pub use compute::{Observation, compute, now};
+pub use compute::{Observation, compute, followed, now};
 pub use health::{Health, availability};
 pub use resource::{
     Condition, NamespaceWorker, NamespaceWorkerSpec, Phase, StampedRef, WorkerStatus, worker_object,

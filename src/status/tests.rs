@@ -453,3 +453,37 @@ fn while_rendering_fails_the_last_count_stands() {
         condition(&before, "WorkflowsIgnored")
     );
 }
+
+#[test]
+fn the_worker_follows_the_workflow_controller_whatever_else_the_set_runs() {
+    // argo-server's Deployment sorts before the controller's: the worker still shows the
+    // controller's image (and reconcile takes the controller's health, `followed`).
+    let mut objects = rendered();
+    objects.insert(
+        0,
+        Stamped {
+            key: ObjectKey {
+                kind: Kind::Deployment,
+                namespace: "team-a".into(),
+                name: "argo-server".into(),
+            },
+            body: json!({"spec": {"template": {"spec": {"containers": [{"image": "argocli:v1"}]}}}}),
+            hash: "h0".into(),
+            template: "argo-server-deployment.yaml".into(),
+        },
+    );
+    let (status, _) = compute(None, &observe(Ok(&objects), &[], None, at(0)));
+    assert_eq!(status.image, "ctrl:v1");
+    assert_eq!(followed_name(&objects), Some("workflow-controller"));
+    // Templates of other names: the first Deployment rendered; none, nothing to follow.
+    objects[2].key.name = "zz-controller".into();
+    assert_eq!(followed_name(&objects), Some("argo-server"));
+    let (status, _) = compute(None, &observe(Ok(&objects), &[], None, at(0)));
+    assert_eq!(status.image, "argocli:v1");
+    assert_eq!(followed_name(&objects[1..]), Some("zz-controller"));
+    assert_eq!(followed_name(&objects[1..2]), None);
+}
+
+fn followed_name(objects: &[Stamped]) -> Option<&str> {
+    followed(objects).map(|key| key.name.as_str())
+}

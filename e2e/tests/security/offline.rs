@@ -113,9 +113,9 @@ const BAD_CONFIGS: &[(&str, &str, bool, &[&str])] = &[
     ),
     (
         "override of an unknown type",
-        "values: {n: 1}\noverrides:\n  n: {type: number}\n",
+        "values: {n: 1}\noverrides:\n  n: {type: float}\n",
         true,
-        &["unknown variant `number`"],
+        &["unknown variant `float`"],
     ),
     (
         "override with a broken pattern",

@@ -262,7 +262,7 @@ pub(super) async fn overrides_beyond_the_declared_keys_and_bounds_change_nothing
         (
             "workflowDefaults.spec.serviceAccountName",
             "argo",
-            "is not overridable (the config allows: controllerImage, executorImage, logLevel, parallelism, resources.limits.cpu",
+            "is not overridable (the config allows: controllerBurst, controllerImage, controllerQps, executorImage, logLevel, namespaceParallelism, parallelism, resourceRateLimit.burst, resourceRateLimit.limit, resources.limits.cpu",
         ),
         // A parent of declared keys: would replace the whole map, bounds and all.
         ("resources", "{}", "\"resources\" is not overridable"),
