@@ -85,11 +85,7 @@ pub(super) fn summary(ignored: Option<u32>) -> Option<String> {
     match ignored {
         Some(n) if n > 0 => Some(format!(
             "{n} {} ignored by the controller (condition {TYPE} says why and how to fix it)",
-            if n == 1 {
-                "Workflow is"
-            } else {
-                "Workflows are"
-            }
+            workflows(n)
         )),
         _ => None,
     }
