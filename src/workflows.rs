@@ -40,11 +40,7 @@ pub struct Counts {
 impl Counts {
     /// How many of them a controller with `instance_id` (None: without one) ignores.
     pub fn ignored(&self, instance_id: Option<&str>) -> u32 {
-        self.by_label
-            .iter()
-            .filter(|(label, _)| label.as_deref() != instance_id)
-            .map(|(_, n)| n)
-            .sum()
+        ignored_of(&self.by_label, instance_id)
     }
 }
 
@@ -174,14 +170,9 @@ impl Tally {
 
     /// How many live Workflows of `namespace` a controller with `instance_id` ignores.
     pub fn ignored(&self, namespace: &str, instance_id: Option<&str>) -> u32 {
-        self.namespaces.get(namespace).map_or(0, |tally| {
-            tally
-                .labels
-                .values()
-                .filter(|(label, _)| label.as_deref() != instance_id)
-                .map(|(_, n)| n)
-                .sum()
-        })
+        self.namespaces
+            .get(namespace)
+            .map_or(0, |tally| ignored_of(tally.labels.values(), instance_id))
     }
 
     /// Every Workflow counted, for the logs.
@@ -198,6 +189,18 @@ impl Tally {
             self.namespaces.remove(namespace);
         }
     }
+}
+
+/// Of `(label, count)` pairs, the count a controller with `instance_id` ignores.
+fn ignored_of<'a>(
+    labels: impl IntoIterator<Item = &'a (Option<String>, u32)>,
+    instance_id: Option<&str>,
+) -> u32 {
+    labels
+        .into_iter()
+        .filter(|(label, _)| label.as_deref() != instance_id)
+        .map(|(_, n)| n)
+        .sum()
 }
 
 /// The Workflow's namespace and its uid's hash (its name's if the uid is missing).

@@ -186,13 +186,12 @@ impl Feed {
         change: fn(&mut Tally, &ObjectMeta) -> Option<String>,
     ) -> Option<String> {
         let namespace = meta.namespace.as_deref()?;
-        let expected = read(&self.workflows.expected).get(namespace).cloned();
+        // Every Workflow status update comes here: nothing is copied. Locks are taken in this
+        // order only (`expect` takes `expected` alone).
+        let expected = read(&self.workflows.expected);
+        let expected = expected.get(namespace);
         let mut state = write(&self.workflows.state);
-        let ignored = |tally: &Tally| {
-            expected
-                .as_ref()
-                .map(|id| tally.ignored(namespace, id.as_deref()))
-        };
+        let ignored = |tally: &Tally| expected.map(|id| tally.ignored(namespace, id.as_deref()));
         let before = ignored(&state.1);
         let changed = change(&mut state.1, meta)?;
         match (before, ignored(&state.1)) {
