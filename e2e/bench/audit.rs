@@ -79,6 +79,8 @@ pub struct Window {
     pub lists: BTreeMap<(Actor, String), Lists>,
     /// When flotilla's Lease renewals (updates of a Lease) completed, by the API server's clock.
     pub renewals: Vec<Timestamp>,
+    /// When flotilla's first write to anything but a Lease completed, by the API server's clock.
+    pub first_write: Option<Timestamp>,
     /// Why requests of this window may be missing from it, if they may.
     pub gap: Option<String>,
 }
@@ -117,6 +119,16 @@ impl Window {
         self.writes
             .iter()
             .filter(|((a, resource, verb), _)| *a == actor && !is_renewal(resource, verb))
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    /// Writes by `actor` to anything but Leases: what a new leader must not make when nothing
+    /// changed (taking the Lease over is its one write).
+    pub fn writes_but_leases(&self, actor: Actor) -> u64 {
+        self.writes
+            .iter()
+            .filter(|((a, resource, _), _)| *a == actor && resource != "leases")
             .map(|(_, n)| n)
             .sum()
     }
@@ -331,6 +343,12 @@ fn count(window: &mut Window, line: &[u8]) -> bool {
             match event.stage_timestamp.parse() {
                 Ok(t) => window.renewals.push(t),
                 Err(e) => window.lost(format!("a Lease renewal without a time: {e}")),
+            }
+        }
+        if actor == Actor::Flotilla && resource != "leases" {
+            match event.stage_timestamp.parse::<Timestamp>() {
+                Ok(t) => window.first_write = Some(window.first_write.map_or(t, |f| f.min(t))),
+                Err(e) => window.lost(format!("a write without a time: {e}")),
             }
         }
         let resource = if subresource.is_empty() {

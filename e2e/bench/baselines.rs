@@ -2,8 +2,11 @@
 //! namespaces flotilla's phase starts with:
 //!
 //! - **limit**: a bare client that server-side applies exactly the objects flotilla renders, with
-//!   flotilla's concurrency and identity, and does nothing else (no watches, no reads); once
-//!   more with the fleet view flotilla also writes, and once with the rollout's values;
+//!   flotilla's concurrency and identity, and does nothing else (no watches, no reads); then, on
+//!   the same control plane, the fleet view flotilla also writes (their sum is `limit + fleet
+//!   view`, what the cold converge is judged against), and the rollout's values;
+//! - **POST**: the same objects created by POST, on a control plane of its own: the other kind
+//!   of write, side by side with server-side apply;
 //! - **script**: `flotilla render | kubectl apply --server-side -f -`, one namespace after the
 //!   other, as admins do without flotilla (on a sample, extrapolated to N).
 
@@ -12,67 +15,92 @@ use crate::cluster::Cluster;
 use crate::phase::observed;
 use crate::probe::{Probe, wait_idle};
 use crate::report::{Row, record};
-use crate::setup::{Bench, INSTANCE, LABEL, names, render, verify};
+use crate::setup::{Bench, INSTANCE, names, render, verify};
 use crate::tracker::Tracker;
-use crate::{common, fleet_view, procstat};
+use crate::{fleet_view, procstat};
 use flotilla::config::Config;
 use flotilla::object::{ObjectKey, Stamped};
 use flotilla::render::Renderer;
 use futures::StreamExt;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use std::collections::BTreeMap;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use std::path::Path;
-use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 pub const LIMIT: &str = "limit (bare SSA client)";
-pub const LIMIT_ROLLOUT: &str = "limit rollout";
+pub const LIMIT_POST: &str = "limit (bare POST client)";
+pub const FLEET_VIEW: &str = "fleet view alone";
 pub const LIMIT_VIEW: &str = "limit + fleet view";
+pub const LIMIT_ROLLOUT: &str = "limit rollout";
 pub const SCRIPT: &str = "script (render|kubectl)";
 
-/// Every baseline, for a fleet of `fleet` (rendered by `renderer`, `rollout` for the rollout).
+/// Every baseline for a fleet of `fleet` (rendered by `renderer`; `rollout` for the rollout's,
+/// when that scenario runs).
 pub async fn run(
     bench: &Bench,
     (config_path, config): (&Path, &Config),
-    (renderer, rollout): (&Renderer, &Renderer),
+    (renderer, rollout): (&Renderer, Option<&Renderer>),
     fleet: &[String],
 ) -> Vec<Row> {
     let mut rows = Vec::new();
     let script_names = names("script", bench.script_sample);
-    // The limit for flotilla's whole output, stamped objects and fleet view, on a control
-    // plane of its own: its objects must be new.
+    // As many namespaces as flotilla's phase has (fleet + reaction), so that all start alike.
     let mut run = LimitRun::start(bench, config, fleet, &script_names).await;
-    eprintln!("bench: limit baseline with the fleet view");
-    record(&mut rows, limit(&mut run, LIMIT_VIEW, renderer, true).await);
+    eprintln!("bench: limit baseline");
+    let apply = limit(&mut run, LIMIT, renderer, Write::Apply).await;
+    eprintln!("bench: limit baseline, the fleet view alone");
+    let view = limit(&mut run, FLEET_VIEW, renderer, Write::View).await;
+    let both = sum(LIMIT_VIEW, &apply, &view);
+    record(&mut rows, apply);
+    record(&mut rows, view);
+    record(&mut rows, both);
+    if let Some(rollout) = rollout {
+        eprintln!("bench: limit baseline, rollout");
+        let row = limit(&mut run, LIMIT_ROLLOUT, rollout, Write::Apply).await;
+        record(&mut rows, row);
+    }
     run.down();
 
     let mut run = LimitRun::start(bench, config, fleet, &script_names).await;
-    eprintln!("bench: limit baseline");
-    record(&mut rows, limit(&mut run, LIMIT, renderer, false).await);
-    eprintln!("bench: limit baseline, rollout");
+    eprintln!("bench: limit baseline by POST");
     record(
         &mut rows,
-        limit(&mut run, LIMIT_ROLLOUT, rollout, false).await,
+        limit(&mut run, LIMIT_POST, renderer, Write::Post).await,
     );
     eprintln!(
         "bench: script baseline on {} namespaces",
         script_names.len()
     );
-    let (cluster, audit) = (&run.cluster, &mut run.audit);
     let per_namespace = render(renderer, "probe").len();
-    let script = script(
-        bench,
-        cluster,
-        config_path,
-        &script_names,
-        per_namespace,
-        audit,
-    )
-    .await;
+    let target = (&run.cluster, config_path);
+    let script =
+        crate::script::run(bench, target, &script_names, per_namespace, &mut run.audit).await;
     record(&mut rows, script);
     run.down();
     rows
+}
+
+/// Two passes one after the other on the same control plane, as one row.
+fn sum(scenario: &'static str, a: &Row, b: &Row) -> Row {
+    let mut verbs = a.verbs.clone();
+    for (verb, n) in &b.verbs {
+        *verbs.entry(verb.clone()).or_default() += n;
+    }
+    Row {
+        scenario,
+        n: a.n,
+        objects: a.objects,
+        seconds: a.seconds + b.seconds,
+        throughput: true,
+        rss_mib: None,
+        cpu_s: a.cpu_s.zip(b.cpu_s).map(|(x, y)| x + y),
+        verbs,
+        notes: vec![format!(
+            "the sum of '{}' and '{}', one after the other on one control plane: flotilla's \
+             whole output, stamped objects and fleet view",
+            a.scenario, b.scenario
+        )],
+    }
 }
 
 /// A control plane for the baselines: fresh, with the fleet's namespaces and `extra` ones (as
@@ -111,17 +139,28 @@ impl<'a> LimitRun<'a> {
     }
 }
 
-/// The limit baseline: exactly flotilla's objects, server-side applied with flotilla's field
-/// manager, identity and concurrency (namespaces at once; objects of one namespace in order).
-/// Run once to create the fleet, and once more with the rollout's values, to update it. Done
-/// when every apply has returned and `tracker` (the same observer flotilla's phase has, with the
-/// same watches loading the API server) has seen every object at its revision, and with the
-/// fleet view, every NamespaceWorker's status at it and its Event.
+/// What a limit pass writes.
+#[derive(Clone, Copy, PartialEq)]
+enum Write {
+    /// Every stamped object, server-side applied (flotilla's field manager, forced).
+    Apply,
+    /// Every stamped object, created by POST.
+    Post,
+    /// Per namespace the fleet view of its (already written) objects: a NamespaceWorker create,
+    /// its status and an Event.
+    View,
+}
+
+/// A limit pass: exactly flotilla's objects, written with flotilla's field manager, identity and
+/// concurrency (namespaces at once; objects of one namespace in order). Done when every write
+/// has returned and `tracker` (the same observer flotilla's phase has, with the same watches
+/// loading the API server) has seen every object at its revision, or with `Write::View`, every
+/// NamespaceWorker's status at it and its Event.
 async fn limit(
     run: &mut LimitRun<'_>,
     scenario: &'static str,
     renderer: &Renderer,
-    with_view: bool,
+    write: Write,
 ) -> Row {
     let LimitRun {
         bench,
@@ -133,7 +172,6 @@ async fn limit(
     } = *run;
     let fleet: Vec<Vec<Stamped>> = names.iter().map(|ns| render(renderer, ns)).collect();
     let expected: Vec<ObjectKey> = fleet.iter().flatten().map(|o| o.key.clone()).collect();
-    let params = PatchParams::apply(&config.field_manager).force();
     let errors = AtomicUsize::new(0);
     let idle = wait_idle(bench.idle_max, None).await;
     audit.take();
@@ -143,31 +181,25 @@ async fn limit(
     let t0 = Instant::now();
     futures::stream::iter(&fleet)
         .for_each_concurrent(config.concurrency as usize, |objects| {
-            let (params, errors, revision) = (&params, &errors, &revision);
+            let (errors, revision) = (&errors, &revision);
             async move {
-                for object in objects {
-                    let api: Api<DynamicObject> = Api::namespaced_with(
-                        cluster.flotilla.clone(),
-                        &object.key.namespace,
-                        &object.key.kind.api_resource(),
-                    );
-                    let mut tries = 0;
-                    while let Err(e) = api
-                        .patch(&object.key.name, params, &Patch::Apply(&object.body))
-                        .await
-                    {
-                        tries += 1;
-                        errors.fetch_add(1, Ordering::Relaxed);
-                        assert!(tries < 5, "{scenario}: applying {}: {e}", object.key);
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                    }
-                }
-                if let (true, Some(first)) = (with_view, objects.first()) {
+                if write == Write::View {
+                    let Some(first) = objects.first() else { return };
                     let ns = &first.key.namespace;
                     let (client, manager) = (&cluster.flotilla, &config.field_manager);
-                    let write = fleet_view::write(client, manager, INSTANCE, ns, objects, revision);
-                    if let Err(e) = write.await {
+                    let view = fleet_view::write(client, manager, INSTANCE, ns, objects, revision);
+                    if let Err(e) = view.await {
                         panic!("{scenario}: the fleet view of {ns}: {e}");
+                    }
+                    return;
+                }
+                for object in objects {
+                    let mut tries = 0;
+                    while let Err(e) = stamp(cluster, config, object, write).await {
+                        tries += 1;
+                        errors.fetch_add(1, Ordering::Relaxed);
+                        assert!(tries < 5, "{scenario}: writing {}: {e}", object.key);
+                        tokio::time::sleep(Duration::from_millis(100)).await;
                     }
                 }
             }
@@ -175,14 +207,15 @@ async fn limit(
         .await;
     let every = Duration::from_millis(50);
     let at = Some(revision.as_str());
-    let mut seen = tracker
-        .wait_all(scenario, bench.timeout, every, &expected, at)
-        .await;
-    if with_view {
-        seen = tracker
+    let seen = if write == Write::View {
+        tracker
             .wait_view(scenario, bench.timeout, every, names, &revision, true)
-            .await;
-    }
+            .await
+    } else {
+        tracker
+            .wait_all(scenario, bench.timeout, every, &expected, at)
+            .await
+    };
     let seconds = (seen - t0).as_secs_f64();
     let cp = probe.finish(&cluster.admin, seconds).await;
     let (cpu, _) = usage.read();
@@ -190,25 +223,44 @@ async fn limit(
     let window = audit.take();
     let (found, _) = verify(&cluster.admin, &expected, None).await;
     assert_eq!(found, expected.len(), "{scenario}: objects missing");
+    let actor = match write {
+        Write::Post => Actor::Other,
+        _ => Actor::Flotilla,
+    };
+    let what = match write {
+        Write::Apply => format!("{} server-side applies", expected.len()),
+        Write::Post => format!(
+            "{} creates by POST, as the cluster admin (flotilla's ServiceAccount is refused: \
+             403, its `create` is granted by name)",
+            expected.len()
+        ),
+        Write::View => {
+            "per namespace a NamespaceWorker create, its status and an Event, its objects \
+             already there"
+                .into()
+        }
+    };
     Row {
         scenario,
         n: bench.n,
         objects: expected.len(),
         seconds,
-        throughput: true,
+        throughput: write != Write::View,
         rss_mib: None,
         cpu_s: cpu,
-        verbs: window.verbs_of(Actor::Flotilla),
+        // The admin's other requests in the window are the bench's own (its tracker, probe).
+        verbs: match write {
+            Write::Post => window
+                .verbs_of(actor)
+                .into_iter()
+                .filter(|(verb, _)| verb == "create")
+                .collect(),
+            _ => window.verbs_of(actor),
+        },
         notes: vec![
             format!(
-                "{} applies{}, {} namespaces at once, objects of a namespace in order, as flotilla's SA; \
+                "{what}, {} namespaces at once, objects of a namespace in order; \
                  {} errors retried; CPU s is the bench process's; {idle}{cp}",
-                expected.len(),
-                if with_view {
-                    " and per namespace a NamespaceWorker create, its status and an Event after its objects"
-                } else {
-                    ""
-                },
                 config.concurrency,
                 errors.load(Ordering::Relaxed)
             ),
@@ -220,75 +272,34 @@ async fn limit(
     }
 }
 
-/// What admins do without flotilla: render and `kubectl apply --server-side`, one namespace
-/// after the other. Run on a sample and extrapolated to N.
-async fn script(
-    bench: &Bench,
+/// One stamped object written as `write` says (Apply or Post).
+async fn stamp(
     cluster: &Cluster,
-    config_path: &Path,
-    names: &[String],
-    per_namespace: usize,
-    audit: &mut AuditTail,
-) -> Row {
-    let cache = bench.work.join("kubectl-cache");
-    let kubeconfig = cluster.admin_kubeconfig.to_str().unwrap();
-    let cache = cache.to_str().unwrap();
-    // An admin's discovery cache is warm; so is this one before the clock starts.
-    common::kubectl(
-        &cluster.admin_kubeconfig,
-        &["--cache-dir", cache, "api-resources"],
+    config: &Config,
+    object: &Stamped,
+    write: Write,
+) -> kube::Result<DynamicObject> {
+    // flotilla's ServiceAccount may not create by POST: its RBAC grants `create` by name, which
+    // the API server checks only on server-side apply (the name is in the URL). The admin does.
+    let client = match write {
+        Write::Post => &cluster.admin,
+        _ => &cluster.flotilla,
+    };
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &object.key.namespace,
+        &object.key.kind.api_resource(),
     );
-    let script = r#"set -euo pipefail
-"$0" render --config "$1" --namespace "$2" --label "$3" |
-  kubectl --kubeconfig "$4" --cache-dir "$5" apply --server-side -f - >/dev/null"#;
-    let idle = wait_idle(bench.idle_max, None).await;
-    audit.take();
-    let probe = Probe::start(&cluster.admin).await;
-    let me = std::process::id();
-    let cpu0 = procstat::children_cpu_seconds(me).unwrap_or(0.0);
-    let t0 = Instant::now();
-    for ns in names {
-        let status = Command::new("bash")
-            .args(["-c", script, env!("CARGO_BIN_EXE_flotilla")])
-            .arg(config_path)
-            .args([ns, &format!("{LABEL}=on"), kubeconfig, cache])
-            .status()
-            .expect("bash runs");
-        assert!(status.success(), "script baseline failed for {ns}");
+    if write == Write::Post {
+        let body: DynamicObject = serde_json::from_value(object.body.clone())
+            .unwrap_or_else(|e| panic!("{} as a DynamicObject: {e}", object.key));
+        let post = PostParams {
+            field_manager: Some(config.field_manager.clone()),
+            ..PostParams::default()
+        };
+        return api.create(&post, &body).await;
     }
-    let sample_seconds = t0.elapsed().as_secs_f64();
-    let cp = probe.finish(&cluster.admin, sample_seconds).await;
-    let cpu = procstat::children_cpu_seconds(me).map(|c| c - cpu0);
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let window = audit.take();
-    let per_ns = sample_seconds / names.len() as f64;
-    let scale = bench.n as f64 / names.len() as f64;
-    let verbs: BTreeMap<String, u64> = window
-        .verbs_of(Actor::Kubectl)
-        .into_iter()
-        .map(|(v, n)| (v, (n as f64 * scale).round() as u64))
-        .collect();
-    Row {
-        scenario: SCRIPT,
-        n: bench.n,
-        objects: per_namespace * bench.n,
-        seconds: per_ns * bench.n as f64,
-        throughput: true,
-        rss_mib: None,
-        cpu_s: cpu.map(|c| c * scale),
-        verbs,
-        notes: vec![
-            format!(
-                "EXTRAPOLATED: measured {} namespaces in {sample_seconds:.1} s ({:.0} ms each), x{scale:.1} \
-                 to N={}; CPU s and requests likewise scaled (kubectl + flotilla render processes)",
-                names.len(),
-                per_ns * 1000.0,
-                bench.n
-            ),
-            format!("{idle}{cp}"),
-        ]
-        .into_iter()
-        .chain(window.gap_note())
-        .collect(),
-    }
+    let params = PatchParams::apply(&config.field_manager).force();
+    api.patch(&object.key.name, &params, &Patch::Apply(&object.body))
+        .await
 }

@@ -6,11 +6,12 @@ use crate::common::{
     client_for, kubectl, log_tail, spawn_flotilla, terminate, write_service_account_kubeconfig,
 };
 use crate::procstat;
+use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 /// The flotilla processes running now, so that an interrupted bench can stop them.
 static RUNNING: Mutex<Vec<u32>> = Mutex::new(Vec::new());
@@ -131,6 +132,8 @@ pub struct Flotilla {
     /// needed: not finding it takes a while, which must not fall into a timed scenario.
     process: OnceLock<Result<u32, String>>,
     pub started: Instant,
+    /// The same moment by the clock, to set against the API server's and flotilla's own.
+    pub started_at: SystemTime,
     pub log: PathBuf,
 }
 
@@ -138,7 +141,7 @@ impl Flotilla {
     pub fn start(cluster: &Cluster, config: &Path, log: &Path) -> Flotilla {
         let rust_log =
             std::env::var("BENCH_FLOTILLA_LOG").unwrap_or_else(|_| "info,flotilla=debug".into());
-        let started = Instant::now();
+        let (started, started_at) = (Instant::now(), SystemTime::now());
         let child = spawn_flotilla(
             config,
             log,
@@ -151,6 +154,7 @@ impl Flotilla {
             child,
             process: OnceLock::new(),
             started,
+            started_at,
             log: log.to_path_buf(),
         }
     }
@@ -184,12 +188,19 @@ impl Flotilla {
         }
     }
 
-    /// How long flotilla took to its "initial sync complete" log line, as it logged it.
-    pub fn initial_sync_elapsed(&self) -> Option<String> {
+    /// Seconds from the process's start to the first log line containing `needle`, by the time
+    /// flotilla stamped on it.
+    pub fn logged_after(&self, needle: &str) -> Option<f64> {
         let text = strip_ansi(&std::fs::read_to_string(&self.log).ok()?);
-        let line = text.lines().find(|l| l.contains("initial sync complete"))?;
-        let start = line.find("elapsed=")? + "elapsed=".len();
-        Some(line[start..].split_whitespace().next()?.to_string())
+        let line = text.lines().find(|l| l.contains(needle))?;
+        let at: Timestamp = line.split_whitespace().next()?.parse().ok()?;
+        Some(self.seconds_to(at))
+    }
+
+    /// Seconds from the process's start to `at` (negative if before it).
+    pub fn seconds_to(&self, at: Timestamp) -> f64 {
+        let start = Timestamp::try_from(self.started_at).expect("a time after 1970");
+        at.duration_since(start).as_secs_f64()
     }
 
     pub fn log_len(&self) -> u64 {

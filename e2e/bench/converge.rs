@@ -77,7 +77,7 @@ pub async fn cold(
     phase: &mut Phase<'_>,
     config: &Path,
     renderer: &Renderer,
-) -> (Row, Flotilla, Listed) {
+) -> (Row, Flotilla, Listed, Startup) {
     eprintln!("bench: cold converge");
     let (bench, what) = (phase.bench, "cold converge");
     let idle = wait_idle(bench.idle_max, None).await;
@@ -99,19 +99,18 @@ pub async fn cold(
     let (found, _) = verify(&phase.cluster.admin, keys, None).await;
     assert_eq!(found, keys.len(), "cold converge: objects missing");
     let since = |t: Instant| (t - flotilla.started).as_secs_f64();
+    let startup = Startup::of(flotilla, &window);
     let notes = vec![
         format!(
             "from process start until every namespace's objects and fleet view exist ({seconds:.3} s): \
              all Deployments (applied last) at {:.3} s, all {} objects at {:.3} s, every NamespaceWorker's \
              status at the revision at {:.3} s, every 'Applied' Event at {seconds:.3} s; \
-             flotilla logged 'initial sync complete' after {}",
+             start-up: {}",
             since(started.deployments),
             keys.len(),
             since(started.all),
             since(t_workers),
-            flotilla
-                .initial_sync_elapsed()
-                .unwrap_or_else(|| "-".into())
+            startup.describe()
         ),
         format!(
             "verified by LIST: {found}/{}; requests counted until 1 s after convergence; {idle}{cp}",
@@ -125,7 +124,33 @@ pub async fn cold(
         &window,
         notes,
     );
-    (row, started.flotilla, listed)
+    (row, started.flotilla, listed, startup)
+}
+
+/// How long a new flotilla took to its first write (to anything but its Lease) and to "initial
+/// sync complete" (every namespace looked at once), from its process's start.
+#[derive(Clone, Copy)]
+pub struct Startup {
+    pub first_write: Option<f64>,
+    pub initial_sync: Option<f64>,
+}
+
+impl Startup {
+    pub fn of(flotilla: &Flotilla, window: &Window) -> Startup {
+        Startup {
+            first_write: window.first_write.map(|t| flotilla.seconds_to(t)),
+            initial_sync: flotilla.logged_after("initial sync complete"),
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        let at = |s: Option<f64>, none: &str| s.map_or(none.to_string(), |s| format!("{s:.1} s"));
+        format!(
+            "first write (not its Lease) {}, 'initial sync complete' logged {} after process start",
+            at(self.first_write, "none"),
+            at(self.initial_sync, "NOT")
+        )
+    }
 }
 
 /// A new controller image: flotilla reads its config at start, so it is restarted with it.

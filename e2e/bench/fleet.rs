@@ -3,11 +3,12 @@
 //! baselines.rs): a bare client applying exactly flotilla's objects (the limit), and
 //! `flotilla render | kubectl apply` per namespace (the script).
 //!
-//! Then flotilla itself: cold converge, steady state (with a full resync in the window), the
-//! reaction to one more opt-in, a values rollout to the whole fleet at once (restart with a new
-//! image), a progressive rollout (10% at a time, health-gated), and a burst of N new opted-in
-//! namespaces, then Argo's Workflow CRD installed and 20,000 Workflows counted. Request counts
-//! per verb come from the API server's audit log.
+//! Then flotilla itself: cold converge, steady state (with a full resync in the window), a
+//! restart on the converged fleet (reads only), the reaction to one more opt-in, a values
+//! rollout to the whole fleet at once (restart with a new image), a progressive rollout (10% at
+//! a time, health-gated), and a burst of N new opted-in namespaces, then Argo's Workflow CRD
+//! installed and 20,000 Workflows counted. `BENCH_SCENARIOS` picks a subset (scenarios.rs).
+//! Request counts per verb come from the API server's audit log.
 //!
 //! Run with `make bench` (N=500) or `N=2000 make bench`; see e2e/bench/run.sh.
 
@@ -27,7 +28,10 @@ mod procstat;
 mod progressive;
 mod reaction;
 mod report;
+mod restart;
 mod results;
+mod scenarios;
+mod script;
 mod setup;
 mod steady;
 mod tracker;
@@ -66,12 +70,14 @@ async fn main() {
         &values,
         &progressive::strategy(),
     );
+    let chosen = scenarios::Scenarios::from_env(bench.n).unwrap_or_else(|e| panic!("{e}"));
     eprintln!(
-        "bench: N={}, {} objects per namespace, concurrency {}, work dir {}",
+        "bench: N={}, {} objects per namespace, concurrency {}, work dir {}; {}",
         bench.n,
         render(&renderer, "probe").len(),
         config.concurrency,
-        bench.work.display()
+        bench.work.display(),
+        chosen.said
     );
     let started = Instant::now();
     let fleet = names("fleet", bench.n);
@@ -81,40 +87,62 @@ async fn main() {
     let mut rows = Vec::new();
     if bench.baselines {
         let configs = (config_path.as_path(), &config);
-        rows = baselines::run(&bench, configs, (&renderer, &renderer_b), &fleet).await;
+        let rollout_baseline = chosen.has("rollout").then_some(&renderer_b);
+        let renderers = (&renderer, rollout_baseline);
+        rows = baselines::run(&bench, configs, renderers, &fleet).await;
     }
 
     // Phase 2, a fresh control plane: flotilla.
     let react = names("react", REACTION_TRIALS);
     let mut phase = Phase::start(&bench, &renderer, &fleet, &react).await;
-    let (row, mut flotilla, cold) = converge::cold(&mut phase, &config_path, &renderer).await;
+    let (row, mut flotilla, cold, startup) =
+        converge::cold(&mut phase, &config_path, &renderer).await;
     record(&mut rows, row);
-    let (row, steady) = steady::run(&mut phase, &mut flotilla, &config).await;
-    record(&mut rows, row);
-    let (row, reaction) = reaction::run(&mut phase, &flotilla, &renderer, &react).await;
-    record(&mut rows, row);
-    let rollout = (config_b.as_path(), &renderer_b);
-    let (row, flotilla, rolled) =
-        converge::rollout(&mut phase, flotilla, rollout, &new_image).await;
-    record(&mut rows, row);
-    let progressive = (config_c.as_path(), &renderer_c);
-    let (row, mut flotilla, progressive) =
-        progressive::run(&mut phase, flotilla, progressive, &progressive_image).await;
-    record(&mut rows, row);
-    let (row, burst) = converge::burst(&mut phase, &mut flotilla, &renderer_b).await;
-    record(&mut rows, row);
-    let (row, workflows) = workflows::run(&mut phase, &flotilla).await;
-    record(&mut rows, row);
+    let mut findings = results::Findings::new(startup, phase.watches, cold);
+    if chosen.has("steady") {
+        let (row, steady) = steady::run(&mut phase, &mut flotilla, &config).await;
+        record(&mut rows, row);
+        findings.steady = Some(steady);
+    }
+    if chosen.has("restart") {
+        let (row, again, restarted) = restart::run(&mut phase, flotilla, &config_path).await;
+        record(&mut rows, row);
+        (flotilla, findings.restarted) = (again, Some(restarted));
+    }
+    if chosen.has("reaction") {
+        let (row, reaction) = reaction::run(&mut phase, &flotilla, &renderer, &react).await;
+        record(&mut rows, row);
+        findings.reaction = Some(reaction);
+    }
+    let mut stamped = &renderer;
+    if chosen.has("rollout") {
+        let rollout = (config_b.as_path(), &renderer_b);
+        let (row, again, rolled) =
+            converge::rollout(&mut phase, flotilla, rollout, &new_image).await;
+        record(&mut rows, row);
+        (flotilla, stamped) = (again, &renderer_b);
+        findings.listed.push(rolled);
+    }
+    if chosen.has("progressive") {
+        let progressive = (config_c.as_path(), &renderer_c);
+        let (row, again, progressive) =
+            progressive::run(&mut phase, flotilla, progressive, &progressive_image).await;
+        record(&mut rows, row);
+        (flotilla, stamped) = (again, &renderer_c);
+        findings.progressive = Some(progressive);
+    }
+    if chosen.has("burst") {
+        let (row, burst) = converge::burst(&mut phase, &mut flotilla, stamped).await;
+        record(&mut rows, row);
+        findings.listed.push(burst);
+    }
+    if chosen.has("workflows") {
+        let (row, workflows) = workflows::run(&mut phase, &flotilla).await;
+        record(&mut rows, row);
+        findings.workflows = Some(workflows);
+    }
     flotilla.stop();
-    let findings = results::Findings {
-        steady,
-        reaction,
-        listed: vec![cold, rolled, burst],
-        watches: phase.watches,
-        progressive,
-        workflows,
-    };
     phase.down();
 
-    results::print(&bench, &rows, &findings, started.elapsed());
+    results::print(&bench, &rows, &findings, &chosen, started.elapsed());
 }

@@ -23,8 +23,8 @@ pub struct Reaction {
 impl Reaction {
     pub fn target(&self, at: &str) -> Target {
         Target {
-            what: "reaction p99 <= 1 s".into(),
-            pass: self.p99 <= 1.0,
+            what: "reaction p99 <= 250 ms".into(),
+            pass: self.p99 <= 0.25,
             detail: format!("p99 {:.0} ms{at}", self.p99 * 1000.0),
         }
     }

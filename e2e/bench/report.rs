@@ -43,7 +43,7 @@ pub fn table(rows: &[Row]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<22} {:>5} {:>9} {:>10} {:>13} {:>7}  requests by verb (audit log)",
+        "{:<26} {:>5} {:>9} {:>10} {:>13} {:>7}  requests by verb (audit log)",
         "scenario", "N", "seconds", "objects/s", "peak RSS MiB", "CPU s"
     );
     for row in rows {
@@ -54,7 +54,7 @@ pub fn table(rows: &[Row]) -> String {
         };
         let _ = writeln!(
             out,
-            "{:<22} {:>5} {:>9.3} {:>10} {:>13} {:>7}  {}",
+            "{:<26} {:>5} {:>9.3} {:>10} {:>13} {:>7}  {}",
             row.scenario,
             row.n,
             row.seconds,
@@ -69,6 +69,20 @@ pub fn table(rows: &[Row]) -> String {
         for note in &row.notes {
             let _ = writeln!(out, "  {}: {note}", row.scenario);
         }
+    }
+    out
+}
+
+/// Each row's requests divided by its N: what one namespace costs, by verb.
+pub fn per_namespace(rows: &[Row]) -> String {
+    let mut out = String::from("\nrequests per namespace (audit log, by verb / N):\n");
+    for row in rows.iter().filter(|r| !r.verbs.is_empty()) {
+        let each: Vec<String> = row
+            .verbs
+            .iter()
+            .map(|(v, n)| format!("{v}={:.2}", *n as f64 / row.n.max(1) as f64))
+            .collect();
+        let _ = writeln!(out, "  {:<26} {}", row.scenario, each.join(" "));
     }
     out
 }

@@ -48,6 +48,8 @@ pub struct Bench {
     pub timeout: Duration,
     pub values: serde_json::Value,
     pub templates: PathBuf,
+    /// How the bench's control plane differs from e2e/cluster.sh's defaults (run.sh's knobs).
+    pub cluster_said: String,
 }
 
 impl Bench {
@@ -84,6 +86,7 @@ impl Bench {
             timeout: Duration::from_secs(env_or("BENCH_TIMEOUT_SECONDS", 1800)),
             values: repo_config["values"].clone(),
             templates,
+            cluster_said: cluster_said(),
         }
     }
 
@@ -125,6 +128,22 @@ impl Bench {
         let loaded = Config::load(&path).unwrap_or_else(|e| panic!("{e}"));
         let renderer = Renderer::load(&loaded).unwrap_or_else(|e| panic!("{e}"));
         (path, loaded, renderer)
+    }
+}
+
+/// The controller-manager as run.sh set it up: its client's rate limit, and whether it mints a
+/// token Secret per ServiceAccount (1.20 does; clusters from 1.24 on do not).
+fn cluster_said() -> String {
+    let args = std::env::var("FLOTILLA_E2E_KCM_ARGS").unwrap_or_default();
+    let tokens = if std::env::var("FLOTILLA_E2E_NO_SA_TOKENS").as_deref() == Ok("1") {
+        "TOKEN CONTROLLER OFF (BENCH_TOKENS=0: no token Secret per ServiceAccount, as from 1.24 on)"
+    } else {
+        "token controller on (1.20: a token Secret per ServiceAccount)"
+    };
+    if args.is_empty() {
+        format!("kube-controller-manager at its defaults, {tokens}")
+    } else {
+        format!("kube-controller-manager {args}, {tokens}")
     }
 }
 
