@@ -171,12 +171,12 @@ pub fn step(
                 continue;
             }
             // The deadline runs from the apply, or from when it last turned unhealthy: a
-            // namespace that was done and has a passing blip is not failed on the spot.
-            let started = if at_target(m) {
-                m.applied_since.max(m.unhealthy_since)
-            } else {
-                admitted_at
-            };
+            // namespace that was done and has a passing blip is not failed on the spot. One
+            // admitted but not applied yet is waiting for flotilla (10,000 admitted at once take
+            // minutes to write), not late; a failure to apply it shows as `failing`.
+            let started = at_target(m)
+                .then(|| m.applied_since.max(m.unhealthy_since))
+                .flatten();
             // A failure shown before the move is old news: only a status written since counts.
             let failing_since_move = m.failing
                 && (at_target(m)

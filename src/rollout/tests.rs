@@ -114,6 +114,26 @@ fn a_whole_fleet_at_once_is_max_unavailable_100_percent() {
 }
 
 #[test]
+fn admitted_namespaces_flotilla_has_not_applied_yet_are_not_late() {
+    // The whole fleet admitted at once, and flotilla's queue so long that it applies nothing
+    // for longer than the deadline (30 s): waiting for flotilla is not failing.
+    let strategy = strategy(Amount::Percent(100));
+    let mut members = fleet(4, 0);
+    let mut state = State::settled(OLD).retarget(NEW);
+    for second in 0..60 {
+        let now = t(second);
+        let step = step(&state, &members, &strategy, false, now);
+        assert!(step.failed.is_empty(), "failed at second {second}");
+        state = step.state;
+        if second >= 45 {
+            cluster(&mut members, &state, now, true);
+        }
+    }
+    assert_eq!(state.phase, Phase::Complete);
+    assert!(state.failed.is_empty());
+}
+
+#[test]
 fn a_bad_revision_stops_after_the_canaries_and_the_rest_keep_theirs() {
     let strategy = strategy(Amount::Count(5));
     let run = run(fleet(40, 2), &strategy, false, 60);
