@@ -126,13 +126,10 @@ pub fn print(bench: &Bench, rows: &[Row], f: &Findings, chosen: &Scenarios, took
             2 * n
         ));
     }
-    let skipped = |name: &str| Target {
-        what: format!("({name}: not run)"),
-        pass: true,
-        detail: "not in this run's scenarios".into(),
-    };
-    let mut targets = vec![
-        Target {
+    let mut targets = Vec::new();
+    let mut not_run: Vec<&str> = Vec::new();
+    if bench.baselines {
+        targets.push(Target {
             what: format!("cold converge <= {cold_max}x {cold_baseline}"),
             pass: vs(cold_baseline) <= cold_max,
             detail: format!(
@@ -142,22 +139,26 @@ pub fn print(bench: &Bench, rows: &[Row], f: &Findings, chosen: &Scenarios, took
                 vs(LIMIT),
                 at(at_n)
             ),
-        },
-        Target {
+        });
+        targets.push(Target {
             what: ">= 10x faster than the script baseline".into(),
             pass: vs_script >= 10.0,
             detail: format!("{vs_script:.1}x"),
-        },
-    ];
-    let maybe = |t: Option<Target>, name: &str| t.unwrap_or_else(|| skipped(name));
-    targets.push(maybe(f.steady.as_ref().map(Steady::target), "steady"));
-    targets.push(maybe(
-        f.restarted.as_ref().map(Restarted::target),
-        "restart",
-    ));
-    let reaction = f.reaction.as_ref().map(|r| r.target(&at(10_000)));
-    targets.push(maybe(reaction, "reaction"));
-    targets.push(lists_target(&f.listed, f.watches));
+        });
+    } else {
+        not_run.push("the baselines (BENCH_BASELINES=0: no cold converge or script target)");
+    }
+    let mut maybe = |t: Option<Target>, name: &'static str| match t {
+        Some(t) => targets.push(t),
+        None => not_run.push(name),
+    };
+    maybe(f.steady.as_ref().map(Steady::target), "steady");
+    maybe(f.restarted.as_ref().map(Restarted::target), "restart");
+    maybe(
+        f.reaction.as_ref().map(|r| r.target(&at(10_000))),
+        "reaction",
+    );
+    maybe(Some(lists_target(&f.listed, f.watches)), "");
     let rollout = chosen.has("rollout").then(|| Target {
         what: "rollout at maxUnavailable 100% no slower than before revisions".into(),
         pass: rollout_ratio <= before * NOISE,
@@ -167,25 +168,33 @@ pub fn print(bench: &Bench, rows: &[Row], f: &Findings, chosen: &Scenarios, took
             at(before_n)
         ),
     });
-    targets.push(maybe(rollout, "rollout"));
-    let progressive = f.progressive.as_ref().map(Progressive::target);
-    targets.push(maybe(progressive, "progressive"));
-    targets.push(maybe(f.workflows.as_ref().map(|w| w.target()), "workflows"));
-    targets.push(Target {
-        what: format!("flotilla peak RSS <= {rss_max:.0} MiB for the fleet of N"),
-        pass: no_rss.is_empty() && fleet_rss <= rss_max,
-        detail: if no_rss.is_empty() {
-            format!("{fleet_rss:.1} MiB{}", at(at_n))
-        } else {
-            format!("NO READING in: {} (see their notes)", no_rss.join(", "))
+    maybe(rollout, "rollout");
+    maybe(
+        f.progressive.as_ref().map(Progressive::target),
+        "progressive",
+    );
+    maybe(f.workflows.as_ref().map(|w| w.target()), "workflows");
+    // The target is a steady fleet's: what a running flotilla holds once the converge is done.
+    let steady_rss = row("flotilla steady state").and_then(|r| r.rss_mib);
+    let rss = Target {
+        what: format!("flotilla peak RSS <= {rss_max:.0} MiB, a steady fleet of N"),
+        pass: no_rss.is_empty() && steady_rss.is_some_and(|r| r <= rss_max),
+        detail: match (steady_rss, no_rss.is_empty()) {
+            (Some(rss), true) => format!(
+                "{rss:.1} MiB in the steady state; at most {fleet_rss:.1} MiB in any scenario of N{}",
+                at(at_n)
+            ),
+            (None, _) => "NO READING: the steady state did not run, or has none".into(),
+            (_, false) => format!("NO READING in: {} (see their notes)", no_rss.join(", ")),
         },
-    });
+    };
+    maybe(Some(rss), "");
     let burst = chosen.has("burst").then(|| Target {
         what: "the burst to 2N at most doubles peak RSS".into(),
         pass: no_rss.is_empty() && burst_rss <= 2.0 * fleet_rss,
         detail: format!("{burst_rss:.1} MiB for 2N against {fleet_rss:.1} MiB for N"),
     });
-    targets.push(maybe(burst, "burst"));
+    maybe(burst, "burst");
     let disturbed: Vec<&str> = rows
         .iter()
         .filter(|r| r.notes.iter().any(|n| n.contains(DISTURBED)))
@@ -200,6 +209,9 @@ pub fn print(bench: &Bench, rows: &[Row], f: &Findings, chosen: &Scenarios, took
     }
     out.push_str("\ntargets:\n");
     out.push_str(&report::targets(&targets));
+    if !not_run.is_empty() {
+        out.push_str(&format!("  not run: {}\n", not_run.join(", ")));
+    }
     let ms = |s: f64| format!("{:.0} ms", s * 1000.0);
     let reaction = f.reaction.as_ref().map_or("not run".into(), |r| {
         format!("p50 {} p99 {}", ms(r.p50), ms(r.p99))

@@ -4,8 +4,7 @@
 //! needed for correctness (a restart starts empty and reads what it must); all of it saves
 //! requests. A namespace's entry leaves at one point only: when it is reaped or gone.
 
-use crate::object::ObjectKey;
-use crate::plan::{Settled, Verified};
+use crate::plan::{Settled, VerifiedObjects};
 use crate::status::WorkerStatus;
 use crate::sync::lock;
 use std::collections::HashMap;
@@ -19,7 +18,7 @@ pub struct Memory {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct NamespaceMemory {
     /// Rendered objects found in sync, at the version they were found at.
-    pub verified: HashMap<ObjectKey, Verified>,
+    pub verified: VerifiedObjects,
     pub settled: Option<Settled>,
     /// The status last written to its NamespaceWorker, while the watch does not show it yet:
     /// right after a write the watch still shows the worker before it, and the next reconcile

@@ -8,10 +8,9 @@ use super::execute::{Done, Error};
 use super::report::{self, Outcome};
 use super::worker;
 use crate::object::ObjectKey;
-use crate::plan::{self, Settled, Snapshot, Triage, Verified};
+use crate::plan::{self, Settled, Snapshot, Triage, VerifiedObjects};
 use crate::render::{RenderError, RenderErrors, RenderProblem};
 use crate::status::{self, Health, Observation, WorkerStatus};
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 pub async fn reconcile(ctx: &Context, name: &str) -> Result<Outcome, Error> {
@@ -84,7 +83,7 @@ pub async fn reconcile(ctx: &Context, name: &str) -> Result<Outcome, Error> {
     let followed = rendered.as_deref().ok().and_then(status::followed);
     let mut tally = Tally::of(done, followed);
     ctx.memory
-        .update(name, |m| m.verified = tally.verified.clone());
+        .update(name, |m| m.verified = tally.verified.compacted());
     let mut outcome = tally.outcome;
     outcome.render_failed = rendered.is_err();
     // A refusal is news for the NamespaceWorker; any other failure is retried as it is.
@@ -192,7 +191,7 @@ struct Tally {
     /// The health of the Deployment the worker follows (`status::followed`), once known.
     health: Option<Health>,
     /// What was found in sync this time: what is remembered next time.
-    verified: HashMap<ObjectKey, Verified>,
+    verified: VerifiedObjects,
     /// The objects whose drift was repaired.
     repaired: Vec<ObjectKey>,
     first_error: Option<Error>,
@@ -204,7 +203,7 @@ impl Tally {
             outcome: Outcome::default(),
             conflicts: Vec::new(),
             health: None,
-            verified: HashMap::new(),
+            verified: VerifiedObjects::default(),
             repaired: Vec::new(),
             first_error: None,
         };
@@ -246,7 +245,7 @@ impl Tally {
             if Some(&key) == followed {
                 tally.health = verified.health.as_deref().cloned();
             }
-            tally.verified.insert(key, verified);
+            tally.verified.insert(&key, verified);
         }
         tally.outcome.conflicts = tally.conflicts.len();
         tally

@@ -266,7 +266,8 @@ where
             events
                 .default_backoff()
                 // managedFields are most of an object's metadata and nothing here reads them.
-                .modify(|obj| obj.managed_fields_mut().clear())
+                // Gone, not emptied: an emptied Vec would keep its buffer in every stored object.
+                .modify(|obj| obj.meta_mut().managed_fields = None)
                 .reflect(writer)
         );
         let mut relisted: Vec<String> = Vec::new();

@@ -7,9 +7,11 @@
 
 mod compare;
 mod snapshot;
+mod verified;
 
 pub use compare::contains;
 pub use snapshot::{NamespaceState, Settled, Snapshot, Verified, fingerprint};
+pub use verified::VerifiedObjects;
 
 use crate::kinds::Kind;
 use crate::object::{ObjectKey, Stamped, Watched};

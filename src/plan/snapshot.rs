@@ -6,7 +6,7 @@ use crate::render::NamespaceInput;
 use crate::status::Health;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::{Selector, SelectorExt};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::time::Instant;
 
@@ -22,7 +22,7 @@ pub struct Snapshot {
     /// The revision the rollout pins it to: a new pin is a change like any other.
     pub revision: String,
     /// Objects found in sync by earlier reconciles, at the version they were found at.
-    pub verified: HashMap<ObjectKey, Verified>,
+    pub verified: super::VerifiedObjects,
     /// The fingerprint (and deadline) it was last found settled with.
     pub settled: Option<Settled>,
     /// Rendered keys at which the watches show nothing at all: neither an object stamped for

@@ -1,7 +1,6 @@
 use super::*;
 use crate::status::availability;
 use serde_json::json;
-use std::collections::HashMap;
 use std::time::Duration;
 
 const INSTANCE: &str = "fleet";
@@ -106,7 +105,7 @@ fn each_fast_path_saves_its_request() {
         (
             "verified at the version the watch shows: nothing at all",
             Snapshot {
-                verified: HashMap::from([(cm.key.clone(), verified("7"))]),
+                verified: [(cm.key.clone(), verified("7"))].into_iter().collect(),
                 ..opted_in(vec![watched(Kind::ConfigMap, "cm", "7", "h1")])
             },
             "keep",
@@ -114,7 +113,7 @@ fn each_fast_path_saves_its_request() {
         (
             "verified at an older version: someone wrote since, read it",
             Snapshot {
-                verified: HashMap::from([(cm.key.clone(), verified("6"))]),
+                verified: [(cm.key.clone(), verified("6"))].into_iter().collect(),
                 ..opted_in(vec![watched(Kind::ConfigMap, "cm", "7", "h1")])
             },
             "read",
@@ -122,7 +121,7 @@ fn each_fast_path_saves_its_request() {
         (
             "ours, last applied with another hash: apply without reading",
             Snapshot {
-                verified: HashMap::from([(cm.key.clone(), verified("7"))]),
+                verified: [(cm.key.clone(), verified("7"))].into_iter().collect(),
                 ..opted_in(vec![watched(Kind::ConfigMap, "cm", "7", "h0")])
             },
             "apply outdated",
@@ -148,13 +147,15 @@ fn a_kept_deployment_carries_its_health_as_verified() {
         "status": {"observedGeneration": 1, "updatedReplicas": 1, "availableReplicas": 1, "readyReplicas": 1}});
     let health = availability(&status).unwrap();
     let snapshot = Snapshot {
-        verified: HashMap::from([(
+        verified: [(
             deploy.key.clone(),
             Verified {
                 resource_version: "7".into(),
                 health: Some(Box::new(health.clone())),
             },
-        )]),
+        )]
+        .into_iter()
+        .collect(),
         ..opted_in(vec![watched(Kind::Deployment, "d", "7", "h1")])
     };
     let objects = [deploy];
