@@ -19,6 +19,7 @@ use crate::sync::{read, write};
 use crate::telemetry::Metrics;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DynamicObject, PartialObjectMeta};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -204,7 +205,7 @@ impl Stores {
             .iter()
             .flat_map(|shared| {
                 let index = shared.read();
-                index.stamped_for(namespace).cloned().collect::<Vec<_>>()
+                index.stamped_for(namespace).collect::<Vec<_>>()
             })
             .collect()
     }
@@ -234,7 +235,10 @@ impl Stores {
         let stamped_for: Vec<String> = self
             .stamped
             .iter()
-            .flat_map(|shared| shared.read().namespaces().cloned().collect::<Vec<_>>())
+            .flat_map(|shared| {
+                let index = shared.read();
+                index.namespaces().map(str::to_string).collect::<Vec<_>>()
+            })
             .collect();
         plan::fleet(existing, stamped_for)
     }
@@ -265,9 +269,7 @@ where
         let mut events = std::pin::pin!(
             events
                 .default_backoff()
-                // managedFields are most of an object's metadata and nothing here reads them.
-                // Gone, not emptied: an emptied Vec would keep its buffer in every stored object.
-                .modify(|obj| obj.meta_mut().managed_fields = None)
+                .modify(|obj| keep_what_is_read(obj.meta_mut()))
                 .reflect(writer)
         );
         let mut relisted: Vec<String> = Vec::new();
@@ -299,6 +301,23 @@ where
             }
         }
     })
+}
+
+/// Of a stored object's metadata, only what flotilla reads: who it is, its version, labels,
+/// annotations and deletion. The rest is dropped, not emptied (an emptied Vec keeps its buffer):
+/// managedFields alone are most of an object's metadata, and the store keeps an object for every
+/// namespace.
+fn keep_what_is_read(meta: &mut ObjectMeta) {
+    *meta = ObjectMeta {
+        name: meta.name.take(),
+        namespace: meta.namespace.take(),
+        uid: meta.uid.take(),
+        resource_version: meta.resource_version.take(),
+        labels: meta.labels.take(),
+        annotations: meta.annotations.take(),
+        deletion_timestamp: meta.deletion_timestamp.take(),
+        ..ObjectMeta::default()
+    };
 }
 
 /// A metadata watch into its bookkeeping; every namespace a change concerns is queued.

@@ -2,9 +2,12 @@
 //! reconcile finds its objects in time proportional to their number, not to the fleet's.
 //! Fed by one kind's watch of everything labelled with this instance; pure bookkeeping, no I/O.
 
+mod entry;
+
 use crate::kinds::Kind;
 use crate::object::{ObjectKey, Watched};
 use crate::ownership::{self, Owner};
+use entry::{Entry, Names};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -49,9 +52,11 @@ pub struct KindIndex {
     kind: Kind,
     instance: String,
     /// Each object once, under the namespace it was stamped for. A kind has one or two objects
-    /// per namespace: a short list, searched by key, not a second map by key (which held every
-    /// key twice more: a third of the index's bytes at 10,000 namespaces).
-    by_namespace: HashMap<String, Vec<Watched>>,
+    /// per namespace: a short list, searched by key, not a second map by key (which would hold
+    /// every key again).
+    by_namespace: HashMap<Box<str>, Vec<Entry>>,
+    /// Every object name of this kind, kept once.
+    names: Names,
     /// The namespace an object was stamped for, where that is not the one it lives in (say, in
     /// flotilla's own namespace, or cluster-scoped): lookups by key find its list here, else
     /// under its own namespace.
@@ -79,6 +84,7 @@ impl KindIndex {
             kind,
             instance: instance.to_string(),
             by_namespace: HashMap::new(),
+            names: Names::default(),
             elsewhere: HashMap::new(),
             unowned: HashSet::new(),
             relist: None,
@@ -88,20 +94,25 @@ impl KindIndex {
 
     /// Whether the watch shows an object at `key`, stamped or not.
     pub fn holds(&self, key: &ObjectKey) -> bool {
-        self.get(key).is_some() || self.unowned.contains(key)
+        self.find(key).is_some() || self.unowned.contains(key)
     }
 
-    fn get(&self, key: &ObjectKey) -> Option<&Watched> {
+    /// The list `key` would be in, and its place there.
+    fn find(&self, key: &ObjectKey) -> Option<(&str, usize)> {
         let list = self.elsewhere.get(key).unwrap_or(&key.namespace);
-        self.by_namespace.get(list)?.iter().find(|w| w.key == *key)
+        let (list, entries) = self.by_namespace.get_key_value(list.as_str())?;
+        let at = entries.iter().position(|e| e.is(key, list))?;
+        Some((list, at))
     }
 
-    fn get_mut(&mut self, key: &ObjectKey) -> Option<&mut Watched> {
-        let list = self.elsewhere.get(key).unwrap_or(&key.namespace);
-        self.by_namespace
-            .get_mut(list)?
-            .iter_mut()
-            .find(|w| w.key == *key)
+    fn get(&self, key: &ObjectKey) -> Option<Watched> {
+        let (list, at) = self.find(key)?;
+        Some(
+            self.by_namespace
+                .get(list)?
+                .get(at)?
+                .watched(self.kind, list),
+        )
     }
 }
 
@@ -155,16 +166,15 @@ impl Bookkeeper for KindIndex {
         let mut touched = BTreeSet::new();
         let gone: Vec<ObjectKey> = self
             .by_namespace
-            .values()
-            .flatten()
-            .filter(|w| !listed.contains_key(&w.key))
-            .map(|w| w.key.clone())
+            .iter()
+            .flat_map(|(list, entries)| entries.iter().map(|e| e.key(self.kind, list)))
+            .filter(|key| !listed.contains_key(key))
             .collect();
         for key in gone {
             touched.extend(self.remove(&key));
         }
         for (key, watched) in listed {
-            if self.get(&key) != Some(&watched) {
+            if self.get(&key).as_ref() != Some(&watched) {
                 touched.insert(watched.stamped_for.clone());
                 touched.extend(self.insert(watched));
             }
@@ -178,35 +188,46 @@ impl Bookkeeper for KindIndex {
 
 impl KindIndex {
     /// This kind's objects stamped for `namespace`.
-    pub fn stamped_for(&self, namespace: &str) -> impl Iterator<Item = &Watched> {
-        self.by_namespace.get(namespace).into_iter().flatten()
+    pub fn stamped_for<'a>(&'a self, namespace: &'a str) -> impl Iterator<Item = Watched> + 'a {
+        self.by_namespace
+            .get(namespace)
+            .into_iter()
+            .flatten()
+            .map(move |e| e.watched(self.kind, namespace))
     }
 
     /// Every namespace something of this kind was stamped for.
-    pub fn namespaces(&self) -> impl Iterator<Item = &String> {
-        self.by_namespace.keys()
+    pub fn namespaces(&self) -> impl Iterator<Item = &str> {
+        self.by_namespace.keys().map(|k| &**k)
     }
 
     /// Inserts or replaces; returns the namespace the object was stamped for before, if that
     /// differs (someone relabelled it).
     fn insert(&mut self, watched: Watched) -> Option<String> {
+        let entry = Entry::of(&watched, &mut self.names);
         // The usual event, a new version of an object stamped for the same namespace: in place.
-        if let Some(known) = self.get_mut(&watched.key)
-            && known.stamped_for == watched.stamped_for
+        if let Some((list, at)) = self.find(&watched.key)
+            && list == watched.stamped_for
+            && let Some(known) = self
+                .by_namespace
+                .get_mut(watched.stamped_for.as_str())
+                .and_then(|entries| entries.get_mut(at))
         {
-            *known = watched;
+            *known = entry;
             return None;
         }
         let previous = self.remove(&watched.key);
         if watched.stamped_for != watched.key.namespace {
             let list = watched.stamped_for.clone();
-            self.elsewhere.insert(watched.key.clone(), list);
+            self.elsewhere.insert(watched.key, list);
         }
-        let objects = self.by_namespace.entry(watched.stamped_for.clone());
-        let objects = objects.or_default();
+        let entries = self
+            .by_namespace
+            .entry(watched.stamped_for.into_boxed_str())
+            .or_default();
         // Exactly as many as there are: a growing Vec would leave room for four.
-        objects.reserve_exact(1);
-        objects.push(watched);
+        entries.reserve_exact(1);
+        entries.push(entry);
         previous
     }
 
@@ -215,13 +236,14 @@ impl KindIndex {
             .elsewhere
             .remove(key)
             .unwrap_or_else(|| key.namespace.clone());
-        let objects = self.by_namespace.get_mut(&list)?;
-        let at = objects.iter().position(|w| w.key == *key)?;
-        let watched = objects.remove(at);
-        if objects.is_empty() {
-            self.by_namespace.remove(&list);
+        let entries = self.by_namespace.get_mut(list.as_str())?;
+        let at = entries.iter().position(|e| e.is(key, &list))?;
+        let entry = entries.remove(at);
+        if entries.is_empty() {
+            self.by_namespace.remove(list.as_str());
         }
-        Some(watched.stamped_for)
+        self.names.release(entry.into_name());
+        Some(list)
     }
 }
 
@@ -287,7 +309,7 @@ mod tests {
         assert_eq!(names(&index, "a"), ["a/cm", "flotilla-system/a-cm"]);
         assert_eq!(names(&index, "b"), ["b/cm"]);
         assert!(names(&index, "c").is_empty());
-        let mut all: Vec<&String> = index.namespaces().collect();
+        let mut all: Vec<&str> = index.namespaces().collect();
         all.sort();
         assert_eq!(all, ["a", "b"]);
     }
