@@ -1,5 +1,7 @@
 //! The objects flotilla renders and stamps, and how they are identified.
 
+pub mod packed;
+
 use crate::kinds::Kind;
 use std::fmt;
 

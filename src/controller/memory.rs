@@ -23,7 +23,9 @@ pub struct NamespaceMemory {
     /// The status last written to its NamespaceWorker, while the watch does not show it yet:
     /// right after a write the watch still shows the worker before it, and the next reconcile
     /// must build on what was written (a condition's transition time, whether a problem is news).
-    pub written: Option<Written>,
+    /// Boxed: it is there only between a write and its watch event, and the map has a slot
+    /// for every namespace.
+    pub written: Option<Box<Written>>,
     /// Reconciles that failed in a row: the retry backoff, shared by every reconciler task.
     pub failures: u32,
 }
@@ -80,9 +82,11 @@ impl Memory {
     ) {
         let mut namespaces = lock(&self.namespaces);
         let entry = namespaces.entry(namespace.to_string()).or_default();
-        entry.written = (watched().as_deref() != Some(version)).then(|| Written {
-            resource_version: version.to_string(),
-            status: status.clone(),
+        entry.written = (watched().as_deref() != Some(version)).then(|| {
+            Box::new(Written {
+                resource_version: version.to_string(),
+                status: status.clone(),
+            })
         });
     }
 

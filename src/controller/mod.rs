@@ -18,6 +18,7 @@ mod run;
 mod taken;
 mod watches;
 mod worker;
+mod worker_view;
 mod workflows;
 
 use crate::config::Config;

@@ -6,7 +6,6 @@
 use super::Context;
 use super::execute::{Done, Error};
 use super::report::{self, Outcome};
-use super::worker;
 use crate::object::ObjectKey;
 use crate::plan::{self, Settled, Snapshot, Triage, VerifiedObjects};
 use crate::render::{RenderError, RenderErrors, RenderProblem};
@@ -25,7 +24,7 @@ pub async fn reconcile(ctx: &Context, name: &str) -> Result<Outcome, Error> {
         .or_else(|| {
             ctx.stores
                 .worker(name)
-                .and_then(|w| w.status.as_ref().map(|s| s.revision.clone()))
+                .and_then(|w| w.member.applied.clone())
         })
         .filter(|r| !r.is_empty());
     let started = Instant::now();
@@ -97,7 +96,7 @@ pub async fn reconcile(ctx: &Context, name: &str) -> Result<Outcome, Error> {
     let remembered = ctx.memory.of(name).written.map(|w| w.status);
     let watched = ctx.stores.worker(name);
     let previous: Option<WorkerStatus> =
-        remembered.or_else(|| watched.as_ref().and_then(|w| w.status.clone()));
+        remembered.or_else(|| watched.as_ref().and_then(|w| w.status()));
     // Only the templates know it: at the namespace's pin, with its overrides.
     let instance_id = match (&renderer, &rendered) {
         (Some(renderer), Ok(_)) => renderer.instance_id(&namespace.input).ok().flatten(),
@@ -136,7 +135,7 @@ pub async fn reconcile(ctx: &Context, name: &str) -> Result<Outcome, Error> {
         )
         .await
         .map_err(Error::on("write status of NamespaceWorker", name))?;
-    let about = report::About::of(&namespace, written.as_ref().map(worker::reference));
+    let about = report::About::of(&namespace, written.clone());
     report::synced(
         &ctx.events,
         name,
@@ -150,7 +149,7 @@ pub async fn reconcile(ctx: &Context, name: &str) -> Result<Outcome, Error> {
     // the deadline of a status transition passes), there is nothing to do here. The worker is
     // fingerprinted as written just now, which is what its watch event will show.
     if outcome.settles() {
-        snapshot.worker_version = written.and_then(|w| w.metadata.resource_version);
+        snapshot.worker_version = written.and_then(|w| w.resource_version);
         let settled = Settled {
             fingerprint: plan::fingerprint(&snapshot),
             until: outcome.recheck.map(|after| started + after),

@@ -8,7 +8,7 @@ use super::events::Reason;
 use super::live::Current;
 use super::queue::WorkQueue;
 use crate::rollout::fleet::{self, Fleet, FleetSpec, FleetStatus};
-use crate::rollout::{self, Phase, State, member::member};
+use crate::rollout::{self, Phase, State};
 use crate::sync::{read, write};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -153,7 +153,7 @@ async fn record(ctx: &Context, live: &Current, fleet: &Fleet) -> kube::Result<()
         .stores
         .workers()
         .iter()
-        .filter_map(|w| w.status.as_ref().map(|s| s.revision.clone()))
+        .filter_map(|w| w.member.applied.clone())
         .collect();
     if let Some(status) = &fleet.status {
         in_use.extend([status.stable_hash.clone(), status.target_hash.clone()]);
@@ -227,8 +227,10 @@ async fn turn(ctx: &Context, queue: &WorkQueue, state: State) -> kube::Result<()
             if !live.config.selector.matches(&labels) {
                 return None;
             }
-            let is_canary = canary.is_some_and(|c| c.matches(&labels));
-            Some(member(&name, is_canary, worker.status.as_ref()))
+            Some(rollout::Member {
+                canary: canary.is_some_and(|c| c.matches(&labels)),
+                ..worker.member.clone()
+            })
         })
         .collect();
     let now = Timestamp::now();

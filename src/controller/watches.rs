@@ -9,12 +9,12 @@ use super::index::{Bookkeeper, KindIndex};
 use super::memory::Memory;
 use super::names::NameWatches;
 use super::queue::WorkQueue;
+use super::worker_view::WorkerView;
 use crate::kinds::Kind;
 use crate::object::{ObjectKey, Watched};
 use crate::ownership;
 use crate::plan;
 use crate::rollout::fleet::Fleet;
-use crate::status::NamespaceWorker;
 use crate::sync::{read, write};
 use crate::telemetry::Metrics;
 use futures::{Stream, StreamExt};
@@ -75,7 +75,7 @@ pub struct Stores {
     namespaces: Store<PartialObjectMeta<Namespace>>,
     stamped: Vec<Shared<KindIndex>>,
     names: Arc<NameWatches>,
-    workers: Store<NamespaceWorker>,
+    workers: Store<WorkerView>,
     fleet: Store<Fleet>,
 }
 
@@ -130,7 +130,7 @@ impl Stores {
         let shown = Arc::clone(memory);
         tasks.push(spawn_reflected(
             watcher::watcher(
-                Api::<NamespaceWorker>::all(client.clone()),
+                Api::<WorkerView>::all(client.clone()),
                 watch_config().labels(&selector),
             ),
             workers_writer,
@@ -182,7 +182,7 @@ impl Stores {
     }
 
     /// Every NamespaceWorker of this instance, as last seen.
-    pub fn workers(&self) -> Vec<Arc<NamespaceWorker>> {
+    pub fn workers(&self) -> Vec<Arc<WorkerView>> {
         self.workers.state()
     }
 
@@ -191,7 +191,7 @@ impl Stores {
     }
 
     /// This instance's NamespaceWorker for `namespace`, as last seen.
-    pub fn worker(&self, namespace: &str) -> Option<Arc<NamespaceWorker>> {
+    pub fn worker(&self, namespace: &str) -> Option<Arc<WorkerView>> {
         self.workers.get(&ObjectRef::new(namespace))
     }
 

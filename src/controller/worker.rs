@@ -3,10 +3,13 @@
 //! execute.rs's on stamped objects.
 
 use super::memory::Memory;
+use super::worker_view::WorkerView;
 use crate::cluster;
 use crate::ownership::{self, Owner};
 use crate::status::{NamespaceWorker, WorkerStatus, worker_object};
 use crate::telemetry::Metrics;
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, Resource, ResourceExt};
 use std::sync::Arc;
@@ -26,19 +29,23 @@ impl Workers<'_> {
 
     /// Makes sure the worker of `namespace` exists and carries `status`; `watched` is the
     /// worker as the watch shows it, `previous` its status as last written or watched. Returns
-    /// the worker, or `None` when the name is taken by a NamespaceWorker this instance did not
-    /// create (left alone, logged).
+    /// a reference to the worker at its version now, or `None` when the name is taken by a
+    /// NamespaceWorker this instance did not create (left alone, logged).
     pub async fn write(
         &self,
         namespace: &str,
         namespace_uid: Option<String>,
-        watched: Option<Arc<NamespaceWorker>>,
+        watched: Option<Arc<WorkerView>>,
         previous: Option<&WorkerStatus>,
         status: &WorkerStatus,
         watched_version: impl FnOnce() -> Option<String>,
-    ) -> kube::Result<Option<NamespaceWorker>> {
-        let (mut worker, current) = match watched {
-            Some(worker) => ((*worker).clone(), previous.cloned()),
+    ) -> kube::Result<Option<ObjectReference>> {
+        let (reference, ours, current) = match watched {
+            Some(worker) => (
+                worker.object_ref(&()),
+                self.ours(namespace, &worker.metadata),
+                previous.cloned(),
+            ),
             None => {
                 let params = PostParams {
                     field_manager: Some(self.field_manager.to_string()),
@@ -54,43 +61,46 @@ impl Workers<'_> {
                     }
                     Err(e) => return Err(e),
                 };
-                let current = worker.status.clone();
-                (worker, current)
+                let ours = self.ours(namespace, &worker.metadata);
+                (worker.object_ref(&()), ours, worker.status)
             }
         };
-        if ownership::owner(worker.metadata.labels.as_ref(), self.instance)
-            != Owner::Stamped(namespace)
-        {
+        if !ours {
             tracing::warn!(
                 namespace,
                 "NamespaceWorker {namespace} exists and was not created by this flotilla instance; its status is not written"
             );
             return Ok(None);
         }
-        if current.as_ref() != Some(status) {
-            let params = PatchParams {
-                field_manager: Some(self.field_manager.to_string()),
-                ..PatchParams::default()
-            };
-            let patch = serde_json::json!({ "status": status });
-            let patched = self
-                .api()
-                .patch_status(namespace, &params, &Patch::Merge(&patch))
-                .await;
-            worker = self.metrics.count("patch", patched)?;
-            if let Some(version) = worker.resource_version() {
-                self.memory
-                    .wrote(namespace, &version, status, watched_version);
-            }
+        if current.as_ref() == Some(status) {
+            return Ok(Some(reference));
         }
-        Ok(Some(worker))
+        let params = PatchParams {
+            field_manager: Some(self.field_manager.to_string()),
+            ..PatchParams::default()
+        };
+        let patch = serde_json::json!({ "status": status });
+        let patched = self
+            .api()
+            .patch_status(namespace, &params, &Patch::Merge(&patch))
+            .await;
+        let worker = self.metrics.count("patch", patched)?;
+        if let Some(version) = worker.resource_version() {
+            self.memory
+                .wrote(namespace, &version, status, watched_version);
+        }
+        Ok(Some(worker.object_ref(&())))
+    }
+
+    fn ours(&self, namespace: &str, meta: &ObjectMeta) -> bool {
+        ownership::owner(meta.labels.as_ref(), self.instance) == Owner::Stamped(namespace)
     }
 
     /// Deletes the worker of a reaped namespace, if this instance has one (`watched`).
     pub async fn remove(
         &self,
         namespace: &str,
-        watched: Option<Arc<NamespaceWorker>>,
+        watched: Option<Arc<WorkerView>>,
     ) -> kube::Result<bool> {
         let Some(worker) = watched else {
             return Ok(false);
@@ -98,9 +108,4 @@ impl Workers<'_> {
         let deleted = cluster::delete_if(&self.api(), namespace, worker.uid(), None).await;
         self.metrics.count("delete", deleted)
     }
-}
-
-/// The reference Events use for a worker.
-pub fn reference(worker: &NamespaceWorker) -> k8s_openapi::api::core::v1::ObjectReference {
-    worker.object_ref(&())
 }

@@ -14,6 +14,7 @@ pub use snapshot::{NamespaceState, Settled, Snapshot, Verified, fingerprint};
 pub use verified::VerifiedObjects;
 
 use crate::kinds::Kind;
+use crate::object::packed::Packed;
 use crate::object::{ObjectKey, Stamped, Watched};
 use crate::ownership::{self, Owner};
 use crate::status::availability;
@@ -153,7 +154,7 @@ fn step<'a>(snapshot: &Snapshot, object: &'a Stamped) -> Step<'a> {
         .and_then(|w| w.resource_version.as_deref())
         .and_then(|rv| {
             let v = snapshot.verified.get(&object.key)?;
-            (v.resource_version == rv).then_some(v)
+            v.resource_version.is(rv).then_some(v)
         });
     if let Some(verified) = verified {
         return Step::Keep {
@@ -210,7 +211,7 @@ pub fn verified_as(object: &Stamped, live: &Value) -> Verified {
         .map(Box::new);
     let resource_version = live["metadata"]["resourceVersion"].as_str();
     Verified {
-        resource_version: resource_version.unwrap_or_default().to_string(),
+        resource_version: Packed::decimal(resource_version.unwrap_or_default()),
         health,
     }
 }

@@ -1,6 +1,7 @@
 //! What flotilla knows about one namespace when it reconciles it: what its watches show and what
 //! it remembers from earlier reconciles. A plain value; taking one makes no request.
 
+use crate::object::packed::Packed;
 use crate::object::{ObjectKey, Watched};
 use crate::render::NamespaceInput;
 use crate::status::Health;
@@ -65,7 +66,7 @@ impl NamespaceState {
 /// kept: the hash annotation the watch shows at that version tells.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Verified {
-    pub resource_version: String,
+    pub resource_version: Packed,
     /// Boxed: one object in nine is a Deployment, and every object is remembered.
     pub health: Option<Box<Health>>,
 }
