@@ -135,6 +135,8 @@ pub async fn run(
     let mut observer = Observer::default();
     // When the last successful renewal began: leadership is certain until that plus the deadline.
     let mut renewed: Option<Instant> = None;
+    // The Lease as this replica last wrote it, while it holds it.
+    let mut held: Option<Lease> = None;
     loop {
         let started = Instant::now();
         let valid_until = renewed.map(|at| at + config.renew_deadline());
@@ -142,7 +144,8 @@ pub async fn run(
         let budget = valid_until.map_or(config.retry_every(), |until| {
             until.saturating_duration_since(started)
         });
-        let answer = match tokio::time::timeout(budget, round(&api, &config, &mut observer)).await {
+        let attempt = round(&api, &config, &mut observer, &mut held);
+        let answer = match tokio::time::timeout(budget, attempt).await {
             Ok(Ok(held)) => Some(held),
             Ok(Err(e)) => {
                 tracing::warn!(lease = %config.name, error = %e, "lease update failed");
@@ -172,13 +175,7 @@ pub async fn run(
             tracing::info!(lease = %config.name, identity = %config.identity, leader = leads, "leadership changed");
             let _ = leader.send(leads);
         }
-        let wait = match renewed {
-            // The next renewal, or the moment leadership ends if that comes first.
-            Some(at) => config
-                .renew_every()
-                .min((at + config.renew_deadline()).saturating_duration_since(Instant::now())),
-            None => config.retry_every(),
-        };
+        let wait = until_next_round(&config, renewed, answer == Some(true), Instant::now());
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
             _ = &mut shutdown => break,
@@ -197,13 +194,50 @@ pub async fn run(
     }
 }
 
-/// One round: read the Lease, and acquire or renew it if we may. Returns whether we hold it.
+/// How long to wait before the next round. A renewal is due `renew_every` after the last
+/// successful one began, not after it ended: under a saturated API server one round can take
+/// seconds, and waiting a full period after it would leave the next round only what remains of
+/// the deadline. After a failed round a leader tries again within a second, until its deadline.
+fn until_next_round(
+    config: &LeaseConfig,
+    renewed: Option<Instant>,
+    just_renewed: bool,
+    now: Instant,
+) -> Duration {
+    match renewed {
+        Some(at) if just_renewed => (at + config.renew_every()).saturating_duration_since(now),
+        Some(at) => config
+            .retry_every()
+            .min((at + config.renew_deadline()).saturating_duration_since(now)),
+        None => config.retry_every(),
+    }
+}
+
+/// One round: renew the Lease this replica holds as it last wrote it, in one request (as
+/// client-go's leader election does); otherwise, or if someone wrote it since (a conflict on
+/// its resourceVersion), read it and acquire or renew it if we may. Returns whether we hold it.
 async fn round(
     api: &Api<Lease>,
     config: &LeaseConfig,
     observer: &mut Observer,
+    held: &mut Option<Lease>,
 ) -> kube::Result<bool> {
     let now = Timestamp::now();
+    if let Some(ours) = held.take() {
+        let mut next = ours.clone();
+        next.spec = Some(claimed(ours.spec.as_ref(), config, now, false));
+        match api
+            .replace(&config.name, &PostParams::default(), &next)
+            .await
+        {
+            Ok(written) => {
+                *held = Some(written);
+                return Ok(true);
+            }
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => return Err(e),
+        }
+    }
     let Some(current) = api.get_opt(&config.name).await? else {
         let lease = Lease {
             metadata: ObjectMeta {
@@ -213,7 +247,10 @@ async fn round(
             spec: Some(claimed(None, config, now, true)),
         };
         return match api.create(&PostParams::default(), &lease).await {
-            Ok(_) => Ok(true),
+            Ok(written) => {
+                *held = Some(written);
+                Ok(true)
+            }
             Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
             Err(e) => Err(e),
         };
@@ -230,7 +267,10 @@ async fn round(
         .replace(&config.name, &PostParams::default(), &next)
         .await
     {
-        Ok(_) => Ok(true),
+        Ok(written) => {
+            *held = Some(written);
+            Ok(true)
+        }
         Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
         Err(e) => Err(e),
     }

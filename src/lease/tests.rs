@@ -167,3 +167,115 @@ async fn a_leader_that_cannot_renew_stops_writing_before_its_lease_expires() {
     election.abort();
     drop(handle);
 }
+
+#[test]
+fn a_renewal_is_due_a_period_after_the_last_one_began_however_long_that_took() {
+    let config = LeaseConfig {
+        name: "fleet".into(),
+        identity: "a".into(),
+        duration: Duration::from_secs(15),
+    };
+    let began = Instant::now();
+    let after = |seconds: f64| began + Duration::from_secs_f64(seconds);
+    // A quick renewal: the next one a period (3 s) after it began.
+    let quick = until_next_round(&config, Some(began), true, after(0.1));
+    assert_eq!(quick, Duration::from_secs_f64(2.9));
+    // A renewal that took 4.5 s: the next is overdue, so at once, with 5.5 s of the deadline
+    // left (waiting a period after it ended would have left 2.5 s).
+    assert_eq!(
+        until_next_round(&config, Some(began), true, after(4.5)),
+        Duration::ZERO
+    );
+    // A failed round while still leading: again within a second, never past the deadline.
+    let retry = until_next_round(&config, Some(began), false, after(4.5));
+    assert_eq!(retry, Duration::from_secs(1));
+    let last = until_next_round(&config, Some(began), false, after(9.6));
+    assert!(last <= Duration::from_secs_f64(0.4) + Duration::from_millis(1));
+    assert_eq!(
+        until_next_round(&config, None, false, after(1.0)),
+        Duration::from_secs(1)
+    );
+}
+
+fn lease_json(holder: &str, version: &str) -> Response<Body> {
+    let lease = serde_json::json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "fleet", "namespace": "flotilla-system", "resourceVersion": version},
+        "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15,
+            "renewTime": "2026-12-01T10:00:00.000000Z"}});
+    Response::new(Body::from(serde_json::to_vec(&lease).unwrap()))
+}
+
+/// The holder renews with one write of the Lease as it last wrote it; when someone wrote it
+/// since (a conflict on its resourceVersion), it reads the Lease and follows what it says.
+#[tokio::test]
+async fn the_holder_renews_in_one_request_and_reads_only_after_a_conflict() {
+    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let client = kube::Client::new(service, "flotilla-system");
+    let api: Api<Lease> = Api::namespaced(client, "flotilla-system");
+    let config = LeaseConfig {
+        name: "fleet".into(),
+        identity: "a".into(),
+        duration: Duration::from_secs(15),
+    };
+    let mut observer = Observer::default();
+    let mut held = None;
+    let server = tokio::spawn(async move {
+        let mut seen = Vec::new();
+        // Round 1: read (ours), renew.
+        let (request, respond) = handle.next_request().await.unwrap();
+        seen.push(request.method().clone());
+        respond.send_response(lease_json("a", "10"));
+        let (request, respond) = handle.next_request().await.unwrap();
+        seen.push(request.method().clone());
+        respond.send_response(lease_json("a", "11"));
+        // Round 2: one write, at the version written last.
+        let (request, respond) = handle.next_request().await.unwrap();
+        seen.push(request.method().clone());
+        let body = request.into_body().collect_bytes().await.unwrap();
+        let sent: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(sent["metadata"]["resourceVersion"], "11");
+        respond.send_response(lease_json("a", "12"));
+        // Round 3: someone else wrote it; the write conflicts, the read shows their claim.
+        let (request, respond) = handle.next_request().await.unwrap();
+        seen.push(request.method().clone());
+        let conflict = serde_json::json!({"kind": "Status", "apiVersion": "v1",
+            "status": "Failure", "reason": "Conflict", "code": 409, "message": "conflict"});
+        respond.send_response(
+            Response::builder()
+                .status(409)
+                .body(Body::from(serde_json::to_vec(&conflict).unwrap()))
+                .unwrap(),
+        );
+        let (request, respond) = handle.next_request().await.unwrap();
+        seen.push(request.method().clone());
+        respond.send_response(lease_json("b", "13"));
+        seen
+    });
+    assert!(
+        round(&api, &config, &mut observer, &mut held)
+            .await
+            .unwrap()
+    );
+    assert!(
+        round(&api, &config, &mut observer, &mut held)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !round(&api, &config, &mut observer, &mut held)
+            .await
+            .unwrap()
+    );
+    assert!(held.is_none(), "a follower holds nothing");
+    use http::Method;
+    assert_eq!(
+        server.await.unwrap(),
+        [
+            Method::GET,
+            Method::PUT,
+            Method::PUT,
+            Method::PUT,
+            Method::GET
+        ]
+    );
+}
