@@ -40,6 +40,10 @@ pub struct Latencies {
     series: BTreeMap<(&'static str, String), (f64, f64)>,
 }
 
+const WATCH_EVENTS: &str = "apiserver_watch_events_total";
+/// The verbs of `apiserver_request_duration_seconds` that write.
+const WRITE_VERBS: [&str; 5] = ["POST", "PUT", "PATCH", "APPLY", "DELETE"];
+
 /// A label that must have a given value.
 type LabelFilter = Option<(&'static str, &'static str)>;
 
@@ -63,6 +67,19 @@ impl Latencies {
         let text = client.request_text(request).await.unwrap_or_default();
         let mut series = BTreeMap::new();
         for line in text.lines() {
+            // Every event sent to a watcher, each kind's counted: what one write costs beyond
+            // itself, once for each watch it matches.
+            if let Some(rest) = line.strip_prefix("apiserver_watch_events_total{") {
+                let n: f64 = rest
+                    .rsplit(' ')
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0.0);
+                let entry: &mut (f64, f64) =
+                    series.entry((WATCH_EVENTS, String::new())).or_default();
+                entry.1 += n;
+                continue;
+            }
             for (name, group, filter) in HISTOGRAMS {
                 let (is_sum, rest) = if let Some(rest) = line.strip_prefix(name) {
                     if let Some(r) = rest.strip_prefix("_sum{") {
@@ -119,10 +136,36 @@ impl Latencies {
         }
     }
 
-    /// Mean latencies between `before` and this snapshot (series with at least 10 requests).
+    /// Counts of a series between `before` and this snapshot.
+    fn count_since(&self, before: &Latencies, key: &(&'static str, String)) -> f64 {
+        let count = |l: &Latencies| l.series.get(key).map_or(0.0, |(_, n)| *n);
+        count(self) - count(before)
+    }
+
+    /// "watch events sent: 90000, 2.5 a write" between `before` and this snapshot.
+    fn watch_events(&self, before: &Latencies) -> String {
+        let events = self.count_since(before, &(WATCH_EVENTS, String::new()));
+        let writes: f64 = WRITE_VERBS
+            .iter()
+            .map(|verb| {
+                let key = ("apiserver_request_duration_seconds", verb.to_string());
+                self.count_since(before, &key)
+            })
+            .sum();
+        if writes < 1.0 {
+            return format!("watch events sent: {events:.0}");
+        }
+        format!(
+            "watch events sent: {events:.0}, {:.2} a write ({writes:.0} writes)",
+            events / writes
+        )
+    }
+
+    /// Mean latencies between `before` and this snapshot (series with at least 10 requests),
+    /// and the watch events the API server sent meanwhile.
     pub fn since(&self, before: &Latencies) -> String {
         format!(
-            "API server mean latency by verb: {}; its etcd calls: {}; APF queue wait: {}",
+            "API server mean latency by verb: {}; its etcd calls: {}; APF queue wait: {}; {}",
             self.describe(before, "apiserver_request_duration_seconds", 10.0),
             self.describe(before, "etcd_request_duration_seconds", 10.0),
             self.describe(
@@ -130,6 +173,7 @@ impl Latencies {
                 "apiserver_flowcontrol_request_wait_duration_seconds",
                 10.0
             ),
+            self.watch_events(before),
         )
     }
 }
