@@ -143,10 +143,16 @@ port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 # start NAME CMD...: run in its own session (so it survives the calling shell's
 # process group), log to $LOGS/NAME.log, pid in $STATE/NAME.pid.
 start() {
-  local name=$1
+  local name=$1 pid tries=0
   shift
   setsid "$@" </dev/null >"$LOGS/$name.log" 2>&1 &
-  echo $! >"$STATE/$name.pid"
+  pid=$!
+  echo "$pid" >"$STATE/$name.pid"
+  # Until the child has exec'd, /proc shows it as bash or setsid, and `running` would call a
+  # component that is only starting "exited".
+  while kill -0 "$pid" 2>/dev/null && [ "$(pid_exe "$pid")" != "$name" ] && ((tries++ < 100)); do
+    sleep 0.05
+  done
 }
 
 # TERM, then KILL after a few seconds.
