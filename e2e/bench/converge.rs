@@ -148,7 +148,7 @@ impl Startup {
         format!(
             "first write (not its Lease) {}, 'initial sync complete' logged {} after process start",
             at(self.first_write, "none"),
-            at(self.initial_sync, "NOT")
+            at(self.initial_sync, "not yet")
         )
     }
 }

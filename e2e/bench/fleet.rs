@@ -104,6 +104,11 @@ async fn main() {
         record(&mut rows, row);
         findings.steady = Some(steady);
     }
+    // The queue empties some time after convergence (Deployments' status keeps coming from the
+    // controller-manager), so by now, after the steady state's wait for quiet, it was logged.
+    let initial_sync = findings.startup.initial_sync;
+    findings.startup.initial_sync =
+        initial_sync.or_else(|| flotilla.logged_after("initial sync complete"));
     if chosen.has("restart") {
         let (row, again, restarted) = restart::run(&mut phase, flotilla, &config_path).await;
         record(&mut rows, row);
