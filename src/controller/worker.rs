@@ -42,7 +42,7 @@ impl Workers<'_> {
     ) -> kube::Result<Option<ObjectReference>> {
         let (reference, ours, current) = match watched {
             Some(worker) => (
-                worker.object_ref(&()),
+                at_version(worker.as_ref()),
                 self.ours(namespace, &worker.metadata),
                 previous.cloned(),
             ),
@@ -62,7 +62,7 @@ impl Workers<'_> {
                     Err(e) => return Err(e),
                 };
                 let ours = self.ours(namespace, &worker.metadata);
-                (worker.object_ref(&()), ours, worker.status)
+                (at_version(&worker), ours, worker.status)
             }
         };
         if !ours {
@@ -89,7 +89,7 @@ impl Workers<'_> {
             self.memory
                 .wrote(namespace, &version, status, watched_version);
         }
-        Ok(Some(worker.object_ref(&())))
+        Ok(Some(at_version(&worker)))
     }
 
     fn ours(&self, namespace: &str, meta: &ObjectMeta) -> bool {
@@ -109,3 +109,16 @@ impl Workers<'_> {
         self.metrics.count("delete", deleted)
     }
 }
+
+/// A reference to `worker` at its version: kube's `object_ref` leaves the version out, and a
+/// reconcile that settles fingerprints the worker by it (without, no namespace ever settles and
+/// every resync renders the whole fleet again).
+fn at_version<K: Resource<DynamicType = ()>>(worker: &K) -> ObjectReference {
+    ObjectReference {
+        resource_version: worker.meta().resource_version.clone(),
+        ..worker.object_ref(&())
+    }
+}
+
+#[cfg(test)]
+mod tests;
