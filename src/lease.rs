@@ -5,8 +5,9 @@
 //! - another holder's lease is judged expired by this replica's monotonic clock: the time since
 //!   its record was last seen to change, never by comparing its renewTime with our wall clock,
 //!   so clock skew between replicas does not matter;
-//! - each round is time-boxed to what is left of the renew deadline, and the Lease client has a
-//!   request timeout and no retries, so a hung connection cannot keep a leader believing it leads;
+//! - each round is time-boxed to what is left of the renew deadline (dropped at the deadline,
+//!   its request and connection with it), and the Lease client has no retries, so a hung
+//!   connection cannot keep a leader believing it leads;
 //! - the leader keeps the work client's fence open only until its last successful renewal plus
 //!   the renew deadline (two thirds of the lease), short of when anyone else may take over: a
 //!   leader that cannot renew, or a process frozen past that, stops writing by itself.

@@ -2,8 +2,8 @@
 //! credentials): one for the work, under a client-side rate limit so that no loop, however wrong,
 //! can flood the API server, and fenced so that it writes only while this replica may lead; and
 //! one for the leader Lease alone, so that renewing leadership never waits behind a backlog of
-//! throttled work, with a request timeout and without kube's retries, so that a renewal never
-//! hangs past the time leadership is valid.
+//! throttled work, with a connect timeout and without kube's retries; each renewal round is
+//! bounded by the time leadership stays valid (lease.rs), so none hangs past it.
 
 mod fence;
 mod throttle;
@@ -41,14 +41,17 @@ pub async fn connect(config: &Config) -> kube::Result<Clients> {
     Ok(Clients { work, lease, fence })
 }
 
-/// The Lease client's settings: every request bounded well within the renew deadline, and no
+/// The Lease client's settings: a connect timeout well within the renew deadline, and no
 /// retries (kube retries 429 and 5xx by default; a renewal that fails is simply tried again on
-/// the next round, while it can still count).
+/// the next round, while it can still count). No read or write timeout: kube sets those on the
+/// connection, not the request, so an idle pooled connection dies one timeout after its last
+/// read, and with renewals a period apart that is when the next renewal is on it (the renewal
+/// then fails). lease.rs bounds each round instead.
 fn lease_config(mut kubeconfig: kube::Config, config: &Config) -> kube::Config {
     let timeout = Duration::from_secs(config.leader_election.lease_duration_seconds) / 5;
     kubeconfig.connect_timeout = Some(timeout);
-    kubeconfig.read_timeout = Some(timeout);
-    kubeconfig.write_timeout = Some(timeout);
+    kubeconfig.read_timeout = None;
+    kubeconfig.write_timeout = None;
     kubeconfig.default_retry = false;
     kubeconfig
 }
