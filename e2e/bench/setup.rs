@@ -92,9 +92,14 @@ impl Bench {
 
     /// A flotilla config for the bench (the snapshot of templates, and `values`) that rolls out
     /// to the whole fleet at once: the bench measures throughput, and its pods never
-    /// become ready (no kubelet) unless a scenario marks them so (progressive.rs).
+    /// become ready (no kubelet) unless a scenario marks them so (progressive.rs). So no
+    /// namespace may fail for want of ready pods either: a whole-fleet rollout of 10,000 takes
+    /// longer than the default progress deadline (600 s), which would stop it part way.
     pub fn config(&self, name: &str, values: &serde_json::Value) -> (PathBuf, Config, Renderer) {
-        let all_at_once = serde_json::json!({"maxUnavailable": "100%"});
+        let all_at_once = serde_json::json!({
+            "maxUnavailable": "100%",
+            "progressDeadlineSeconds": DEGRADED_AFTER_SECONDS,
+        });
         self.config_with(name, values, &all_at_once)
     }
 
