@@ -9,7 +9,7 @@
 use super::strategy::{OnFailure, Strategy};
 use k8s_openapi::jiff::Timestamp;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// One opted-in namespace, as its NamespaceWorker shows it.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -148,10 +148,13 @@ pub fn step(
     now: Timestamp,
 ) -> Step {
     let mut next = state.clone();
-    let present: BTreeSet<&str> = members.iter().map(|m| m.name.as_str()).collect();
-    next.failed.retain(|name| present.contains(name.as_str()));
+    // Looked up by name: the whole fleet may be admitted at once, and a search of `members` for
+    // each admitted name would make every step quadratic in the fleet.
+    let present: HashMap<&str, &Member> = members.iter().map(|m| (m.name.as_str(), m)).collect();
+    next.failed
+        .retain(|name| present.contains_key(name.as_str()));
     next.admitted
-        .retain(|name, _| present.contains(name.as_str()));
+        .retain(|name, _| present.contains_key(name.as_str()));
     let target = state.target.as_str();
     let at_target = |m: &Member| m.applied.as_deref() == Some(target);
     let done = |m: &Member| {
@@ -197,12 +200,8 @@ pub fn step(
             next.admitted.remove(name);
         }
         // Applied at the target: the NamespaceWorker says so now.
-        next.admitted.retain(|name, _| {
-            members
-                .iter()
-                .find(|m| &m.name == name)
-                .is_some_and(|m| !at_target(m))
-        });
+        next.admitted
+            .retain(|name, _| present.get(name.as_str()).is_some_and(|m| !at_target(m)));
     }
     let total = members.len();
     let unavailable = |next: &State| {
