@@ -38,10 +38,15 @@ mod tracker;
 mod workflows;
 
 use cluster::DownOnDrop;
+use flotilla::config::Config;
+use flotilla::render::Renderer;
+use futures::FutureExt;
 use phase::Phase;
-use report::record;
+use report::{Row, record};
+use scenarios::Scenarios;
 use setup::{Bench, names, render};
-use std::path::PathBuf;
+use std::panic::AssertUnwindSafe;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 const REACTION_TRIALS: usize = 50;
@@ -80,74 +85,130 @@ async fn main() {
         chosen.said
     );
     let started = Instant::now();
+    let configs = Configs {
+        first: (&config_path, &config, &renderer),
+        rollout: (&config_b, &renderer_b, &new_image),
+        progressive: (&config_c, &renderer_c, &progressive_image),
+    };
+    let mut measured = Measured {
+        rows: Vec::new(),
+        findings: None,
+        stage: "baselines",
+    };
+    let run = AssertUnwindSafe(measure(&bench, &chosen, &configs, &mut measured))
+        .catch_unwind()
+        .await;
+    let stopped = run.as_ref().err().map(|_| measured.stage);
+    if let Some(stage) = stopped {
+        eprintln!("bench: STOPPED in {stage} (the panic above); what it measured before follows");
+    }
+    match &measured.findings {
+        Some(findings) => {
+            let took = started.elapsed();
+            results::print(&bench, &measured.rows, findings, &chosen, took, stopped);
+        }
+        None => print!("{}", report::table(&measured.rows)),
+    }
+    if let Err(panic) = run {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// The config, its renderer (and for the rollouts, the new image) of each flotilla run.
+struct Configs<'a> {
+    first: (&'a Path, &'a Config, &'a Renderer),
+    rollout: (&'a Path, &'a Renderer, &'a str),
+    progressive: (&'a Path, &'a Renderer, &'a str),
+}
+
+/// What the run has measured so far. It is printed even when a scenario fails part way, so that
+/// a long run (over an hour at N=10,000) keeps the figures of every scenario before it.
+struct Measured {
+    rows: Vec<Row>,
+    findings: Option<results::Findings>,
+    /// The part of the run under way.
+    stage: &'static str,
+}
+
+async fn measure(bench: &Bench, chosen: &Scenarios, configs: &Configs<'_>, m: &mut Measured) {
+    let (config_path, config, renderer) = configs.first;
+    let (config_b, renderer_b, new_image) = configs.rollout;
+    let (config_c, renderer_c, progressive_image) = configs.progressive;
     let fleet = names("fleet", bench.n);
 
     // Phase 1, fresh control planes: the baselines (BENCH_BASELINES=0 skips them, for quicker
     // iterations on flotilla itself).
-    let mut rows = Vec::new();
     if bench.baselines {
-        let configs = (config_path.as_path(), &config);
-        let rollout_baseline = chosen.has("rollout").then_some(&renderer_b);
-        let renderers = (&renderer, rollout_baseline);
-        rows = baselines::run(&bench, configs, renderers, &fleet).await;
+        let rollout_baseline = chosen.has("rollout").then_some(renderer_b);
+        let renderers = (renderer, rollout_baseline);
+        m.rows = baselines::run(bench, (config_path, config), renderers, &fleet).await;
     }
 
     // Phase 2, a fresh control plane: flotilla.
+    m.stage = "cold converge";
     let react = names("react", REACTION_TRIALS);
-    let mut phase = Phase::start(&bench, &renderer, &fleet, &react).await;
+    let mut phase = Phase::start(bench, renderer, &fleet, &react).await;
     let (row, mut flotilla, cold, startup) =
-        converge::cold(&mut phase, &config_path, &renderer).await;
-    record(&mut rows, row);
-    let mut findings = results::Findings::new(startup, phase.watches, cold);
+        converge::cold(&mut phase, config_path, renderer).await;
+    record(&mut m.rows, row);
+    let findings = m
+        .findings
+        .insert(results::Findings::new(startup, phase.watches, cold));
     if chosen.has("steady") {
-        let (row, steady) = steady::run(&mut phase, &mut flotilla, &config).await;
-        record(&mut rows, row);
+        m.stage = "steady state";
+        let (row, steady) = steady::run(&mut phase, &mut flotilla, config).await;
+        record(&mut m.rows, row);
         findings.steady = Some(steady);
     }
+
     // The queue empties some time after convergence (Deployments' status keeps coming from the
     // controller-manager), so by now, after the steady state's wait for quiet, it was logged.
     let initial_sync = findings.startup.initial_sync;
     findings.startup.initial_sync =
         initial_sync.or_else(|| flotilla.logged_after("initial sync complete"));
     if chosen.has("restart") {
-        let (row, again, restarted) = restart::run(&mut phase, flotilla, &config_path).await;
-        record(&mut rows, row);
+        m.stage = "restart";
+        let (row, again, restarted) = restart::run(&mut phase, flotilla, config_path).await;
+        record(&mut m.rows, row);
         (flotilla, findings.restarted) = (again, Some(restarted));
     }
     if chosen.has("reaction") {
-        let (row, reaction) = reaction::run(&mut phase, &flotilla, &renderer, &react).await;
-        record(&mut rows, row);
+        m.stage = "reaction";
+        let (row, reaction) = reaction::run(&mut phase, &flotilla, renderer, &react).await;
+        record(&mut m.rows, row);
         findings.reaction = Some(reaction);
     }
-    let mut stamped = &renderer;
+    let mut stamped = renderer;
     if chosen.has("rollout") {
-        let rollout = (config_b.as_path(), &renderer_b);
+        m.stage = "rollout";
+        let rollout = (config_b, renderer_b);
         let (row, again, rolled) =
-            converge::rollout(&mut phase, flotilla, rollout, &new_image).await;
-        record(&mut rows, row);
-        (flotilla, stamped) = (again, &renderer_b);
+            converge::rollout(&mut phase, flotilla, rollout, new_image).await;
+        record(&mut m.rows, row);
+        (flotilla, stamped) = (again, renderer_b);
         findings.listed.push(rolled);
     }
     if chosen.has("progressive") {
-        let progressive = (config_c.as_path(), &renderer_c);
+        m.stage = "progressive rollout";
+        let progressive = (config_c, renderer_c);
         let (row, again, progressive) =
-            progressive::run(&mut phase, flotilla, progressive, &progressive_image).await;
-        record(&mut rows, row);
-        (flotilla, stamped) = (again, &renderer_c);
+            progressive::run(&mut phase, flotilla, progressive, progressive_image).await;
+        record(&mut m.rows, row);
+        (flotilla, stamped) = (again, renderer_c);
         findings.progressive = Some(progressive);
     }
     if chosen.has("burst") {
+        m.stage = "burst";
         let (row, burst) = converge::burst(&mut phase, &mut flotilla, stamped).await;
-        record(&mut rows, row);
+        record(&mut m.rows, row);
         findings.listed.push(burst);
     }
     if chosen.has("workflows") {
+        m.stage = "workflows";
         let (row, workflows) = workflows::run(&mut phase, &flotilla).await;
-        record(&mut rows, row);
+        record(&mut m.rows, row);
         findings.workflows = Some(workflows);
     }
     flotilla.stop();
     phase.down();
-
-    results::print(&bench, &rows, &findings, &chosen, started.elapsed());
 }

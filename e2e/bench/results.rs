@@ -55,7 +55,15 @@ const AT_10000: (usize, f64, &str, f64) = (10_000, 1.5, LIMIT_VIEW, 150.0);
 /// Scenarios on a fleet of 2N (the burst's new namespaces, and the Workflows counted after it).
 const DOUBLED: [&str; 2] = ["flotilla burst", "flotilla workflows"];
 
-pub fn print(bench: &Bench, rows: &[Row], f: &Findings, chosen: &Scenarios, took: Duration) {
+/// The results of a run; `stopped` names the scenario a run failed in, if it did.
+pub fn print(
+    bench: &Bench,
+    rows: &[Row],
+    f: &Findings,
+    chosen: &Scenarios,
+    took: Duration,
+    stopped: Option<&str>,
+) {
     let row = |name: &str| rows.iter().find(|r| r.scenario == name);
     let seconds = |name: &str| row(name).map_or(f64::NAN, |r| r.seconds);
     let cold = row("flotilla cold converge").expect("cold converge ran");
@@ -71,9 +79,11 @@ pub fn print(bench: &Bench, rows: &[Row], f: &Findings, chosen: &Scenarios, took
         .iter()
         .filter(|r| r.scenario.starts_with("flotilla"))
         .collect();
+    // Without the burst the fleet stays at N, Workflows or not.
+    let burst_ran = row("flotilla burst").is_some();
     let (doubled, fleet_rows): (Vec<&Row>, Vec<&Row>) = flotilla_rows
         .iter()
-        .partition(|r| DOUBLED.contains(&r.scenario));
+        .partition(|r| burst_ran && DOUBLED.contains(&r.scenario));
     let (fleet_rss, burst_rss) = (peak(&fleet_rows), peak(&doubled));
     let no_rss: Vec<&str> = flotilla_rows
         .iter()
@@ -98,6 +108,12 @@ pub fn print(bench: &Bench, rows: &[Row], f: &Findings, chosen: &Scenarios, took
         .min_by_key(|(at_n, _, _)| at_n.abs_diff(n))
         .unwrap_or(ROLLOUT_BEFORE_REVISIONS[1]);
     let mut out = String::new();
+    if let Some(stage) = stopped {
+        out.push_str(&format!(
+            "STOPPED in {stage}: it and the scenarios after it did not finish (its panic is in \
+             the log); below is what the run measured before it\n\n"
+        ));
+    }
     out.push_str(&format!(
         "\n== flotilla fleet bench, N={n} ({} objects per namespace), {:.0} s in all; {}; {}\n\n",
         cold.objects / n.max(1),
@@ -118,12 +134,14 @@ pub fn print(bench: &Bench, rows: &[Row], f: &Findings, chosen: &Scenarios, took
         seconds("flotilla burst") / seconds(LIMIT),
         bench.script_sample
     ));
-    let bytes_per_namespace = (burst_rss - fleet_rss) * 1048576.0 / n as f64;
-    if bytes_per_namespace.is_finite() {
+    // Two converges of N new namespaces, on a fleet of 0 and of N: what N more namespaces cost.
+    let cold_rss = row("flotilla cold converge").and_then(|r| r.rss_mib);
+    let burst_peak = row("flotilla burst").and_then(|r| r.rss_mib);
+    if let (Some(cold_rss), Some(burst_peak)) = (cold_rss, burst_peak) {
         out.push_str(&format!(
-            "memory: {bytes_per_namespace:.0} bytes per namespace (peak RSS {burst_rss:.1} MiB for \
-             {} namespaces in the burst, {fleet_rss:.1} MiB for {n})\n",
-            2 * n
+            "memory: {:.0} bytes per namespace (peak RSS {burst_peak:.1} MiB converging {n} new \
+             namespaces on a fleet of {n}, {cold_rss:.1} MiB converging {n} on none)\n",
+            (burst_peak - cold_rss) * 1048576.0 / n as f64
         ));
     }
     let mut targets = Vec::new();
