@@ -4,6 +4,7 @@
 mod brake;
 pub mod events;
 mod execute;
+mod fleet_message;
 mod follow;
 mod index;
 mod live;

@@ -2,11 +2,10 @@
 //! through `rollout::step` (pure), the namespaces it moves are reconciled, and the Fleet's
 //! status is written when it changed. Reconciles ask [`Rollout::pin`] which revision to render.
 
-use super::Context;
-use super::brake::Seen;
 use super::events::Reason;
 use super::live::Current;
 use super::queue::WorkQueue;
+use super::{Context, fleet_message};
 use crate::rollout::fleet::{self, Fleet, FleetSpec, FleetStatus};
 use crate::rollout::{self, Phase, State};
 use crate::sync::{read, write};
@@ -203,7 +202,7 @@ async fn turn(ctx: &Context, queue: &WorkQueue, state: State) -> kube::Result<()
     if brake.opting_out == 0 && spec.confirm_reaping.is_some() {
         patch_spec(ctx, serde_json::json!({"confirmReaping": null})).await?;
     }
-    let mut problems = problems(ctx, &live, &brake);
+    let mut problems = fleet_message::problems(ctx, &live, &brake);
     let target = match spec.revision {
         Some(number) => ctx.revisions.hash_of(number).or_else(|| {
             problems.push(format!(
@@ -256,7 +255,7 @@ async fn turn(ctx: &Context, queue: &WorkQueue, state: State) -> kube::Result<()
     if !step.admitted.is_empty() || !step.failed.is_empty() {
         tracing::info!(admitted = ?step.admitted, failed = ?step.failed, phase = ?step.state.phase, "rollout step");
     }
-    let message = message(ctx, &live, &step, &problems);
+    let message = fleet_message::message(ctx, &live, &step, &problems);
     let uid = fleet.metadata.uid.clone().unwrap_or_default();
     let previous = read(&ctx.rollout.written)
         .clone()
@@ -325,77 +324,4 @@ fn publish(
         ctx.events
             .publish(Reason::ReapingHeld, status.message.clone(), &about);
     }
-}
-
-/// What the Fleet's message adds to the rollout's: a refused config, keys waiting for a
-/// restart, the brake holding.
-fn problems(ctx: &Context, live: &Current, brake: &Seen) -> Vec<String> {
-    let mut problems = Vec::new();
-    if let Some(why) = &live.refused {
-        problems.push(format!(
-            "the config on disk is refused and revision {} stays in force: {}",
-            ctx.revisions.number(live.renderer.revision()),
-            why.replace('\n', "; ")
-        ));
-    }
-    if !live.waiting.is_empty() {
-        problems.push(format!(
-            "changed on disk, applied at the next restart: {}",
-            live.waiting.join(", ")
-        ));
-    }
-    if brake.held {
-        let rule = live.config.rollout.reap_brake;
-        problems.push(format!(
-            "holding the reaping of {} namespaces that opt out at once (more than {} of {} and at least {}): `flotilla rollout resume` confirms",
-            brake.opting_out, rule.share, brake.fleet, rule.at_least
-        ));
-    }
-    problems
-}
-
-/// The Fleet's message: what is going on and, when stuck, what to do.
-fn message(ctx: &Context, live: &Current, step: &rollout::Step, problems: &[String]) -> String {
-    let s = &step.state;
-    let c = &step.counts;
-    let (stable, target) = (
-        ctx.revisions.number(&s.stable),
-        ctx.revisions.number(&s.target),
-    );
-    let failed = || {
-        let names: Vec<&str> = s.failed.iter().map(String::as_str).take(5).collect();
-        let more = s.failed.len().saturating_sub(names.len());
-        let more = if more > 0 {
-            format!(" and {more} more")
-        } else {
-            String::new()
-        };
-        format!(
-            "{} failed at revision {target} (maxFailures {}): {}{more}; `kubectl get nsw` says why",
-            s.failed.len(),
-            live.config.rollout.max_failures,
-            names.join(", ")
-        )
-    };
-    let mut text = match s.phase {
-        Phase::Complete => format!("revision {target} runs in all {} namespaces", c.total),
-        Phase::Progressing => format!(
-            "rolling out revision {target} over {stable}: {}/{} updated, {} updating",
-            c.updated, c.total, c.unavailable
-        ),
-        Phase::Paused => format!(
-            "paused at {}/{} on revision {target}: `flotilla rollout resume` goes on",
-            c.updated, c.total
-        ),
-        Phase::Failed => format!(
-            "stopped: {}; fix it and roll out a new revision, or `flotilla rollout undo`",
-            failed()
-        ),
-        Phase::RolledBack => format!("rolled back to revision {stable}: {}", failed()),
-    };
-    for problem in problems {
-        text.push_str("; ");
-        text.push_str(problem);
-    }
-    text
 }

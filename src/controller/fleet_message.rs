@@ -1,0 +1,80 @@
+//! The Fleet's status message: the rollout's phase and counts in words, then what holds it (a
+//! refused config, keys waiting for a restart, the reap brake) and what to do about it.
+
+use super::Context;
+use super::brake::Seen;
+use super::live::Current;
+use crate::rollout::{self, Phase};
+
+/// What the Fleet's message adds to the rollout's: a refused config, keys waiting for a
+/// restart, the brake holding.
+pub fn problems(ctx: &Context, live: &Current, brake: &Seen) -> Vec<String> {
+    let mut problems = Vec::new();
+    if let Some(why) = &live.refused {
+        problems.push(format!(
+            "the config on disk is refused and revision {} stays in force: {}",
+            ctx.revisions.number(live.renderer.revision()),
+            why.replace('\n', "; ")
+        ));
+    }
+    if !live.waiting.is_empty() {
+        problems.push(format!(
+            "changed on disk, applied at the next restart: {}",
+            live.waiting.join(", ")
+        ));
+    }
+    if brake.held {
+        let rule = live.config.rollout.reap_brake;
+        problems.push(format!(
+            "holding the reaping of {} namespaces that opt out at once (more than {} of {} and at least {}): `flotilla rollout resume` confirms",
+            brake.opting_out, rule.share, brake.fleet, rule.at_least
+        ));
+    }
+    problems
+}
+
+/// The Fleet's message: what is going on and, when stuck, what to do.
+pub fn message(ctx: &Context, live: &Current, step: &rollout::Step, problems: &[String]) -> String {
+    let s = &step.state;
+    let c = &step.counts;
+    let (stable, target) = (
+        ctx.revisions.number(&s.stable),
+        ctx.revisions.number(&s.target),
+    );
+    let failed = || {
+        let names: Vec<&str> = s.failed.iter().map(String::as_str).take(5).collect();
+        let more = s.failed.len().saturating_sub(names.len());
+        let more = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        format!(
+            "{} failed at revision {target} (maxFailures {}): {}{more}; `kubectl get nsw` says why",
+            s.failed.len(),
+            live.config.rollout.max_failures,
+            names.join(", ")
+        )
+    };
+    let mut text = match s.phase {
+        Phase::Complete => format!("revision {target} runs in all {} namespaces", c.total),
+        Phase::Progressing => format!(
+            "rolling out revision {target} over {stable}: {}/{} updated, {} updating",
+            c.updated, c.total, c.unavailable
+        ),
+        Phase::Paused => format!(
+            "paused at {}/{} on revision {target}: `flotilla rollout resume` goes on",
+            c.updated, c.total
+        ),
+        Phase::Failed => format!(
+            "stopped: {}; fix it and roll out a new revision, or `flotilla rollout undo`",
+            failed()
+        ),
+        Phase::RolledBack => format!("rolled back to revision {stable}: {}", failed()),
+    };
+    for problem in problems {
+        text.push_str("; ");
+        text.push_str(problem);
+    }
+    text
+}
