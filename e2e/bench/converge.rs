@@ -153,13 +153,14 @@ impl Startup {
     }
 }
 
-/// A new controller image: flotilla reads its config at start, so it is restarted with it.
-/// Timed from the new process's start until every Deployment runs the image.
+/// A new value in the controllers' ConfigMap: flotilla reads its config at start, so it is
+/// restarted with it. Timed from the new process's start until every object is at the new
+/// revision, as the limit rollout is.
 pub async fn rollout(
     phase: &mut Phase<'_>,
     flotilla: Flotilla,
     (config, renderer): (&Path, &Renderer),
-    image: &str,
+    change: &str,
 ) -> (Row, Flotilla, Listed) {
     eprintln!("bench: rollout");
     let (bench, what) = (phase.bench, "rollout");
@@ -167,22 +168,21 @@ pub async fn rollout(
     flotilla.stop();
     let revision = Some(renderer.revision());
     let started = start(phase, what, (config, "flotilla-2.log"), revision).await;
-    let seconds = (started.deployments - started.flotilla.started).as_secs_f64();
+    let seconds = (started.all - started.flotilla.started).as_secs_f64();
     let (cp, used, window) = phase.finish(&started.probe, &started.usage, seconds).await;
     let keys = &phase.fleet_keys;
-    let (found, with_image) = verify(&phase.cluster.admin, keys, Some(image)).await;
-    let n = bench.n;
-    assert_eq!(with_image, n, "rollout: Deployments without the new image");
-    let per_namespace = keys.len() / n.max(1);
+    let (found, _) = verify(&phase.cluster.admin, keys, None).await;
+    assert_eq!(found, keys.len(), "rollout: objects missing");
+    let per_namespace = keys.len() / bench.n.max(1);
     let notes = vec![
         format!(
-            "restart with values.controllerImage={image}: from process start until every Deployment \
-             has it ({seconds:.3} s); every object at the new revision at {:.3} s \
-             (the revision annotation changes on all {per_namespace} objects per namespace)",
-            (started.all - started.flotilla.started).as_secs_f64()
+            "restart with {change}: from process start until every object is at the new revision \
+             ({seconds:.3} s; the revision annotation changes on all {per_namespace} objects per namespace, \
+             the value on its ConfigMap; no pod is replaced); every Deployment at it at {:.3} s",
+            (started.deployments - started.flotilla.started).as_secs_f64()
         ),
         format!(
-            "verified by LIST: {with_image}/{n} Deployments run the new image, {found}/{} objects exist; {idle}{cp}",
+            "verified by LIST: {found}/{} objects exist; {idle}{cp}",
             keys.len()
         ),
     ];

@@ -5,9 +5,9 @@
 //!
 //! Then flotilla itself: cold converge, steady state (with a full resync in the window), a
 //! restart on the converged fleet (reads only), the reaction to one more opt-in, a values
-//! rollout to the whole fleet at once (restart with a new image), a progressive rollout (10% at
-//! a time, health-gated), and a burst of N new opted-in namespaces, then Argo's Workflow CRD
-//! installed and 20,000 Workflows counted. `BENCH_SCENARIOS` picks a subset (scenarios.rs).
+//! rollout to the whole fleet at once (restart with a new ConfigMap value), a progressive
+//! rollout of a new image (10% at a time, health-gated), and a burst of N new opted-in
+//! namespaces, then Argo's Workflow CRD installed and 20,000 Workflows counted. `BENCH_SCENARIOS` picks a subset (scenarios.rs).
 //! Request counts per verb come from the API server's audit log.
 //!
 //! Run with `make bench` (N=500) or `N=2000 make bench`; see e2e/bench/run.sh.
@@ -59,16 +59,19 @@ async fn main() {
     let _down = DownOnDrop(repo.clone());
     cluster::stop_everything_on_signal(repo);
     let (config_path, config, renderer) = bench.config("flotilla.yaml", &bench.values);
-    // The rollout: the same, with a new controller image.
+    // The rollout to the whole fleet at once: a config change (Argo reads its ConfigMap without a
+    // restart), so that kube-controller-manager replaces no pods. Replacing N pods is its work,
+    // not flotilla's, and the progressive rollout of a new image after it does that already.
     let mut values = bench.values.clone();
-    let new_image = format!(
-        "{}-bench-rollout",
+    let parallelism = values["parallelism"].as_u64().unwrap_or(0) + 10;
+    values["parallelism"] = parallelism.into();
+    let change = format!("values.parallelism={parallelism}");
+    let (config_b, _, renderer_b) = bench.config("flotilla-rollout.yaml", &values);
+    // The progressive rollout: a new image, 10% of the fleet at a time.
+    let progressive_image = format!(
+        "{}-bench-progressive",
         values["controllerImage"].as_str().unwrap_or("image")
     );
-    values["controllerImage"] = new_image.clone().into();
-    let (config_b, _, renderer_b) = bench.config("flotilla-rollout.yaml", &values);
-    // The progressive rollout: another image, 10% of the fleet at a time.
-    let progressive_image = format!("{new_image}-progressive");
     values["controllerImage"] = progressive_image.clone().into();
     let (config_c, _, renderer_c) = bench.config_with(
         "flotilla-progressive.yaml",
@@ -87,7 +90,7 @@ async fn main() {
     let started = Instant::now();
     let configs = Configs {
         first: (&config_path, &config, &renderer),
-        rollout: (&config_b, &renderer_b, &new_image),
+        rollout: (&config_b, &renderer_b, &change),
         progressive: (&config_c, &renderer_c, &progressive_image),
     };
     let mut measured = Measured {
@@ -114,7 +117,7 @@ async fn main() {
     }
 }
 
-/// The config, its renderer (and for the rollouts, the new image) of each flotilla run.
+/// The config and renderer of each flotilla run, and for the rollouts, what they change.
 struct Configs<'a> {
     first: (&'a Path, &'a Config, &'a Renderer),
     rollout: (&'a Path, &'a Renderer, &'a str),
@@ -132,7 +135,7 @@ struct Measured {
 
 async fn measure(bench: &Bench, chosen: &Scenarios, configs: &Configs<'_>, m: &mut Measured) {
     let (config_path, config, renderer) = configs.first;
-    let (config_b, renderer_b, new_image) = configs.rollout;
+    let (config_b, renderer_b, change) = configs.rollout;
     let (config_c, renderer_c, progressive_image) = configs.progressive;
     let fleet = names("fleet", bench.n);
 
@@ -182,8 +185,7 @@ async fn measure(bench: &Bench, chosen: &Scenarios, configs: &Configs<'_>, m: &m
     if chosen.has("rollout") {
         m.stage = "rollout";
         let rollout = (config_b, renderer_b);
-        let (row, again, rolled) =
-            converge::rollout(&mut phase, flotilla, rollout, new_image).await;
+        let (row, again, rolled) = converge::rollout(&mut phase, flotilla, rollout, change).await;
         record(&mut m.rows, row);
         (flotilla, stamped) = (again, renderer_b);
         findings.listed.push(rolled);

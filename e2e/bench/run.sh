@@ -9,8 +9,9 @@
 # BENCH_SCENARIOS (a subset, e.g. cold,steady; all by default, but the burst beyond 10,000
 # namespaces; e2e/bench/scenarios.rs), BENCH_TOKENS (1; 0 turns kube-controller-manager's token
 # controller off, as clusters from 1.24 on mint no token Secrets; the results say so),
-# BENCH_KCM_QPS (100: kube-controller-manager's client rate limit, burst twice that; its default
-# of 20 leaves a large fleet's ReplicaSets and pods minutes behind),
+# BENCH_KCM_QPS (kube-controller-manager's client rate limit, burst twice that: 100, and N/25
+# beyond N=2500; its default of 20 leaves a large fleet's ReplicaSets and pods minutes behind,
+# and at N=10,000 100 made it the progressive rollout's bottleneck),
 # BENCH_FLOTILLA_WRAP (a command flotilla runs under, for a profile: BENCH_FLOTILLA_WRAP=heaptrack;
 # RSS and CPU are still the flotilla process's, found under the wrapper by its executable).
 #
@@ -32,7 +33,7 @@ export FLOTILLA_E2E_ETCD_PORT=${FLOTILLA_E2E_ETCD_PORT:-33790}
 export FLOTILLA_E2E_ETCD_PEER_PORT=${FLOTILLA_E2E_ETCD_PEER_PORT:-33800}
 export FLOTILLA_E2E_KCM_PORT=${FLOTILLA_E2E_KCM_PORT:-20257}
 export N=${N:-500}
-KCM_QPS=${BENCH_KCM_QPS:-100}
+KCM_QPS=${BENCH_KCM_QPS:-$((N > 2500 ? N / 25 : 100))}
 export FLOTILLA_E2E_KCM_ARGS="--kube-api-qps=$KCM_QPS --kube-api-burst=$((2 * KCM_QPS))"
 if [ "${BENCH_TOKENS:-1}" = 0 ]; then export FLOTILLA_E2E_NO_SA_TOKENS=1; fi
 if [ "${FLOTILLA_E2E_DIR%/}" = /tmp/flotilla-e2e ]; then
