@@ -50,13 +50,17 @@ impl NameWatches {
 /// Its first list is served from the API server's watch cache (resourceVersion 0): no field
 /// selector on a name is indexed, so a list from etcd reads every object of the kind. At 10,000
 /// namespaces the nine lists took up to 4.5 s, and they start with the first create after a
-/// restart, which they held up. A list a moment old is safe here: the watch goes on from it, and
-/// a create into a name just taken gets a conflict, after which the object is read.
+/// restart, which they held up. kube sends resourceVersion 0 only on a list without a limit, so
+/// the list is not paged (it holds only the few objects of that name). A list a moment old is
+/// safe here: the watch goes on from it, and a create into a name just taken gets a conflict,
+/// after which the object is read.
 fn name_watch_config(selector: &str, name: &str) -> watcher::Config {
-    watch_config()
+    let mut config = watch_config()
         .any_semantic()
         .labels(selector)
-        .fields(&format!("metadata.name={name}"))
+        .fields(&format!("metadata.name={name}"));
+    config.page_size = None;
+    config
 }
 
 /// The watch of `id` if one runs; if not, starts one with `start` (while fewer than
@@ -83,6 +87,10 @@ mod tests {
     fn a_name_watch_lists_from_the_watch_cache() {
         let config = name_watch_config("flotilla.dev/instance!=fleet", "argo");
         assert_eq!(config.list_semantic, watcher::ListSemantic::Any);
+        assert_eq!(
+            config.page_size, None,
+            "a limit makes kube drop resourceVersion=0"
+        );
         assert_eq!(config.field_selector.as_deref(), Some("metadata.name=argo"));
         assert_eq!(
             config.label_selector.as_deref(),
