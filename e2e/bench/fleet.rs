@@ -7,7 +7,8 @@
 //! restart on the converged fleet (reads only), the reaction to one more opt-in, a values
 //! rollout to the whole fleet at once (restart with a new ConfigMap value), a progressive
 //! rollout of a new image (10% at a time, health-gated), and a burst of N new opted-in
-//! namespaces, then Argo's Workflow CRD installed and 20,000 Workflows counted. `BENCH_SCENARIOS` picks a subset (scenarios.rs).
+//! namespaces, then Argo's Workflow CRD installed and 20,000 Workflows counted.
+//! `BENCH_SCENARIOS` picks a subset (scenarios.rs).
 //! Request counts per verb come from the API server's audit log.
 //!
 //! Run with `make bench` (N=500) or `N=2000 make bench`; see e2e/bench/run.sh.

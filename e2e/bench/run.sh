@@ -11,7 +11,7 @@
 # controller off, as clusters from 1.24 on mint no token Secrets; the results say so),
 # BENCH_KCM_QPS (kube-controller-manager's client rate limit, burst twice that: 100, and N/25
 # beyond N=2500; its default of 20 leaves a large fleet's ReplicaSets and pods minutes behind,
-# and at N=10,000 100 made it the progressive rollout's bottleneck),
+# and at 100 it fell 3,000 Deployments behind at N=10,000),
 # BENCH_FLOTILLA_WRAP (a command flotilla runs under, for a profile: BENCH_FLOTILLA_WRAP=heaptrack;
 # RSS and CPU are still the flotilla process's, found under the wrapper by its executable).
 #
