@@ -186,8 +186,9 @@ impl Stores {
         self.workers.state()
     }
 
+    /// Counted by the store, not by copying it: every reconcile asks.
     pub fn worker_count(&self) -> usize {
-        self.workers.state().len()
+        self.workers.len()
     }
 
     /// This instance's NamespaceWorker for `namespace`, as last seen.
