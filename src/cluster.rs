@@ -46,10 +46,10 @@ pub async fn get(
 /// How an apply is sent.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
-    /// Of an object the watches show nowhere. Not forced: if someone created it in the
-    /// meantime with other values, the API server refuses (409) rather than flotilla taking
-    /// their fields over. (The window left: an object created meanwhile with exactly the values
-    /// flotilla renders is not refused; it gets flotilla's labels, and is flotilla's from then.)
+    /// Of an object the watches show nowhere. It carries a resourceVersion no stored object
+    /// has, so if someone created the name in the meantime the API server refuses it (409)
+    /// even when their object holds exactly what flotilla renders: a create never takes an
+    /// object over. Not forced either.
     Create,
     /// Of flotilla's own object: forced, taking back fields another manager changed. That is
     /// how drift is reverted.
@@ -58,6 +58,10 @@ pub enum Mode {
     DryRun,
 }
 
+/// etcd's first write is revision 2, so no stored object has resourceVersion 1: as an apply's
+/// precondition it holds only while the name is free.
+const NEVER_STORED: &str = "1";
+
 /// Server-side apply under flotilla's field manager; returns the object as applied.
 pub async fn apply(
     client: &Client,
@@ -65,15 +69,40 @@ pub async fn apply(
     object: &Stamped,
     mode: Mode,
 ) -> kube::Result<serde_json::Value> {
-    let params = match mode {
-        Mode::Create => PatchParams::apply(field_manager),
-        Mode::Update => PatchParams::apply(field_manager).force(),
-        Mode::DryRun => PatchParams::apply(field_manager).force().dry_run(),
+    let api = api(client, &object.key);
+    let name = &object.key.name;
+    let applied = match mode {
+        Mode::Create => {
+            let params = PatchParams::apply(field_manager);
+            let mut body = object.body.clone();
+            body["metadata"]["resourceVersion"] = NEVER_STORED.into();
+            match api.patch(name, &params, &Patch::Apply(&body)).await {
+                // Services on API servers before 1.23 create through their own code, which
+                // refuses any resourceVersion (kubernetes#106745): the name was free when it
+                // looked, so the create is sent again without the precondition.
+                Err(kube::Error::Api(status)) if refuses_resource_version(&status) => {
+                    api.patch(name, &params, &Patch::Apply(&object.body))
+                        .await?
+                }
+                applied => applied?,
+            }
+        }
+        Mode::Update => {
+            let params = PatchParams::apply(field_manager).force();
+            api.patch(name, &params, &Patch::Apply(&object.body))
+                .await?
+        }
+        Mode::DryRun => {
+            let params = PatchParams::apply(field_manager).force().dry_run();
+            api.patch(name, &params, &Patch::Apply(&object.body))
+                .await?
+        }
     };
-    let applied = api(client, &object.key)
-        .patch(&object.key.name, &params, &Patch::Apply(&object.body))
-        .await?;
     serde_json::to_value(applied).map_err(kube::Error::SerdeError)
+}
+
+fn refuses_resource_version(status: &kube::core::Status) -> bool {
+    status.code == 500 && status.message.contains("resourceVersion should not be set")
 }
 
 /// Every object `instance` stamped for `namespace`, of every stampable kind, wherever it lives.

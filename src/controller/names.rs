@@ -52,8 +52,8 @@ impl NameWatches {
 /// namespaces the nine lists took up to 4.5 s, and they start with the first create after a
 /// restart, which they held up. kube sends resourceVersion 0 only on a list without a limit, so
 /// the list is not paged (it holds only the few objects of that name). A list a moment old is
-/// safe here: the watch goes on from it, and a create into a name just taken gets a conflict,
-/// after which the object is read.
+/// safe here: the watch goes on from it, and a create into a name just taken gets a conflict
+/// (`cluster::Mode::Create`), after which the object is read.
 fn name_watch_config(selector: &str, name: &str) -> watcher::Config {
     let mut config = watch_config()
         .any_semantic()

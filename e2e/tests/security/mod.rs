@@ -93,6 +93,11 @@ async fn flotillas_token_writes_only_the_names_its_templates_render() {
 }
 
 #[tokio::test]
+async fn a_create_never_takes_over_an_object_made_in_the_meantime() {
+    writes::a_create_never_takes_over_an_object_made_in_the_meantime().await;
+}
+
+#[tokio::test]
 async fn logs_are_structured_and_carry_no_token_and_no_object_bodies() {
     logs::logs_are_structured_and_carry_no_token_and_no_object_bodies().await;
 }

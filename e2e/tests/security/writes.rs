@@ -7,8 +7,10 @@
 
 use super::helpers::*;
 use crate::harness::*;
+use flotilla::cluster::{self, Mode};
 use flotilla::kinds::Kind;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use flotilla::object::{ObjectKey, Stamped};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, ResourceExt};
 
 /// A name no template renders.
 const UNTEMPLATED: &str = "sec-writes-evil";
@@ -259,5 +261,81 @@ fn json_merge(target: &mut serde_json::Value, edit: &serde_json::Value) {
             }
         }
         (t, e) => *t = e.clone(),
+    }
+}
+
+/// A create with flotilla's token into a name someone took since its watches showed it free:
+/// refused, even when their object holds exactly what flotilla renders, for every kind the
+/// templates stamp. Theirs stays as it was; nothing of it becomes flotilla's.
+pub(super) async fn a_create_never_takes_over_an_object_made_in_the_meantime() {
+    let admin = admin().await;
+    let flotilla = client_for(&env().flotilla_kubeconfig).await;
+    let fleet = Fleet::new("sec-takeover");
+    let ns = "sec-takeover";
+    fleet.namespace(&admin, ns, false).await;
+    let rendered = fleet.render(ns, &[]);
+    let mut taken_over = Vec::new();
+    let mut stamps = Vec::new();
+    for body in rendered {
+        let kind = Kind::from_type(
+            body["apiVersion"].as_str().unwrap(),
+            body["kind"].as_str().unwrap(),
+        )
+        .unwrap();
+        let name = body["metadata"]["name"].as_str().unwrap().to_string();
+        // Theirs: the same content without flotilla's labels and annotations.
+        let mut theirs = body.clone();
+        let meta = theirs["metadata"].as_object_mut().unwrap();
+        meta.remove("labels");
+        meta.remove("annotations");
+        let before = api(&admin, ns, kind)
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(theirs).unwrap(),
+            )
+            .await
+            .unwrap();
+        let stamped = Stamped {
+            key: ObjectKey {
+                kind,
+                namespace: ns.into(),
+                name: name.clone(),
+            },
+            body,
+            hash: String::new(),
+            template: String::new(),
+        };
+        let created = cluster::apply(&flotilla, "flotilla", &stamped, Mode::Create).await;
+        let after = api(&admin, ns, kind).get(&name).await.unwrap();
+        match created {
+            Err(kube::Error::Api(status)) if status.code == 409 => {}
+            Err(e) => taken_over.push(format!("{kind} {name}: not a 409 but {e}")),
+            Ok(_) => taken_over.push(format!("{kind} {name}: applied")),
+        }
+        // Its resourceVersion may move (the token controller adds a ServiceAccount's Secret).
+        let managers: Vec<_> = after.managed_fields().iter().map(|f| &f.manager).collect();
+        if after.metadata.labels != before.metadata.labels
+            || managers.iter().any(|m| m.as_deref() == Some("flotilla"))
+        {
+            taken_over.push(format!("{kind} {name}: now managed by {managers:?}"));
+        }
+        stamps.push(stamped);
+    }
+    assert!(taken_over.is_empty(), "{taken_over:#?}");
+    // Once each name is free again, the same creates succeed.
+    for stamped in &stamps {
+        api(&admin, ns, stamped.key.kind)
+            .delete(&stamped.key.name, &DeleteParams::default())
+            .await
+            .unwrap();
+        eventually("a deleted object to be gone", || async {
+            absent(&api(&admin, ns, stamped.key.kind), &stamped.key.name)
+                .await
+                .then_some(())
+        })
+        .await;
+        cluster::apply(&flotilla, "flotilla", stamped, Mode::Create)
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e}", stamped.key));
     }
 }
