@@ -77,9 +77,10 @@ pub async fn apply(
             let mut body = object.body.clone();
             body["metadata"]["resourceVersion"] = NEVER_STORED.into();
             match api.patch(name, &params, &Patch::Apply(&body)).await {
-                // Services on API servers before 1.23 create through their own code, which
-                // refuses any resourceVersion (kubernetes#106745): the name was free when it
-                // looked, so the create is sent again without the precondition.
+                // Services on older API servers (1.20 here; kubernetes#106745 on 1.22) create
+                // through their own code, which refuses any resourceVersion: the name was free
+                // when it looked, so the create is sent again without the precondition. One
+                // request more per Service created, for that window to be milliseconds wide.
                 Err(kube::Error::Api(status)) if refuses_resource_version(&status) => {
                     api.patch(name, &params, &Patch::Apply(&object.body))
                         .await?
