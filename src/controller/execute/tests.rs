@@ -168,8 +168,15 @@ async fn a_kept_object_costs_no_request() {
     );
 }
 
+/// The rendered object with the resourceVersion no stored object has: a create's precondition.
+fn create_only(object: &Stamped) -> Value {
+    let mut body = object.body.clone();
+    body["metadata"]["resourceVersion"] = json!("1");
+    body
+}
+
 #[tokio::test]
-async fn a_create_is_one_server_side_apply_of_the_rendered_object() {
+async fn a_create_is_one_server_side_apply_that_holds_only_while_the_name_is_free() {
     let cm = config_map();
     // Not forced: see a_create_is_not_forced_and_a_name_taken_meanwhile_is_left_alone.
     let script = vec![
@@ -182,7 +189,26 @@ async fn a_create_is_one_server_side_apply_of_the_rendered_object() {
         done.into_iter().map(Result::unwrap).collect::<Vec<_>>(),
         [Done::Created(cm.key.clone(), verified("8"))]
     );
-    assert_eq!(bodies, std::slice::from_ref(&cm.body));
+    assert_eq!(bodies, [create_only(&cm)]);
+}
+
+#[tokio::test]
+async fn a_create_refused_for_its_precondition_is_sent_again_without_it() {
+    let cm = config_map();
+    // What a Service create on a 1.20 API server answers.
+    let refused = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 500,
+        "message": "resourceVersion should not be set on objects to be created"});
+    let create = || exchange(Method::PATCH, CM, &["fieldManager=flotilla"]).without(&["force"]);
+    let script = vec![
+        create().answer(StatusCode::INTERNAL_SERVER_ERROR, refused),
+        create().answer(StatusCode::OK, live("8", json!({"k": "v"}))),
+    ];
+    let (done, bodies) = run(vec![Step::Create { object: &cm }], script).await;
+    assert_eq!(
+        done.into_iter().map(Result::unwrap).collect::<Vec<_>>(),
+        [Done::Created(cm.key.clone(), verified("8"))]
+    );
+    assert_eq!(bodies, [create_only(&cm), cm.body]);
 }
 
 #[tokio::test]
