@@ -13,6 +13,7 @@ mod names;
 mod queue;
 mod reconcile;
 mod report;
+mod resync;
 mod revisions;
 mod rollout;
 mod run;

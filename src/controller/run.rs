@@ -120,7 +120,11 @@ pub async fn run(
         options.config_path.clone(),
         files,
     ));
-    tokio::spawn(resync_every(resync, Arc::clone(&ctx), Arc::clone(&queue)));
+    tokio::spawn(super::resync::every(
+        resync,
+        Arc::clone(&ctx),
+        Arc::clone(&queue),
+    ));
     tokio::spawn(report_initial_sync(Arc::clone(&queue), leader_rx));
     shutdown_signal().await?;
     tracing::info!("shutting down");
@@ -256,19 +260,6 @@ fn backoff(failures: u32, spread: f64) -> Duration {
 
 fn retry_delay(failures: u32) -> Duration {
     backoff(failures, fastrand::f64())
-}
-
-/// Every namespace is looked at again periodically, also those only known from the labels of
-/// stamped objects: that is how deletions missed while flotilla was down are reaped.
-async fn resync_every(period: Duration, ctx: Arc<Context>, queue: Arc<WorkQueue>) {
-    let mut tick = tokio::time::interval(period);
-    tick.tick().await;
-    loop {
-        tick.tick().await;
-        for name in ctx.stores.all_namespaces() {
-            queue.add_resync(&name);
-        }
-    }
 }
 
 async fn report_initial_sync(queue: Arc<WorkQueue>, mut leader: watch::Receiver<bool>) {
