@@ -69,35 +69,31 @@ pub async fn apply(
     object: &Stamped,
     mode: Mode,
 ) -> kube::Result<serde_json::Value> {
+    let params = match mode {
+        Mode::Create => PatchParams::apply(field_manager),
+        Mode::Update => PatchParams::apply(field_manager).force(),
+        Mode::DryRun => PatchParams::apply(field_manager).force().dry_run(),
+    };
     let api = api(client, &object.key);
-    let name = &object.key.name;
-    let applied = match mode {
-        Mode::Create => {
-            let params = PatchParams::apply(field_manager);
-            let mut body = object.body.clone();
-            body["metadata"]["resourceVersion"] = NEVER_STORED.into();
-            match api.patch(name, &params, &Patch::Apply(&body)).await {
-                // Services on older API servers (1.20 here; kubernetes#106745 on 1.22) create
-                // through their own code, which refuses any resourceVersion: the name was free
-                // when it looked, so the create is sent again without the precondition. One
-                // request more per Service created, for that window to be milliseconds wide.
-                Err(kube::Error::Api(status)) if refuses_resource_version(&status) => {
-                    api.patch(name, &params, &Patch::Apply(&object.body))
-                        .await?
-                }
-                applied => applied?,
+    let send = async |body: &serde_json::Value| {
+        api.patch(&object.key.name, &params, &Patch::Apply(body))
+            .await
+    };
+    let applied = if mode == Mode::Create {
+        let mut create_only = object.body.clone();
+        create_only["metadata"]["resourceVersion"] = NEVER_STORED.into();
+        match send(&create_only).await {
+            // Services on older API servers (1.20 here; kubernetes#106745 on 1.22) create
+            // through their own code, which refuses any resourceVersion: the name was free when
+            // it looked, so the create is sent again without the precondition. One request more
+            // per Service created, for that window to be milliseconds wide.
+            Err(kube::Error::Api(status)) if refuses_resource_version(&status) => {
+                send(&object.body).await?
             }
+            applied => applied?,
         }
-        Mode::Update => {
-            let params = PatchParams::apply(field_manager).force();
-            api.patch(name, &params, &Patch::Apply(&object.body))
-                .await?
-        }
-        Mode::DryRun => {
-            let params = PatchParams::apply(field_manager).force().dry_run();
-            api.patch(name, &params, &Patch::Apply(&object.body))
-                .await?
-        }
+    } else {
+        send(&object.body).await?
     };
     serde_json::to_value(applied).map_err(kube::Error::SerdeError)
 }
