@@ -1,38 +1,32 @@
 #!/usr/bin/env bash
 # A real, throw-away Kubernetes control plane on loopback for the e2e tests:
-# etcd + kube-apiserver + kube-controller-manager (no nodes, no kubelet).
+# etcd + kube-apiserver + kube-controller-manager (no nodes: e2e/kubelet.rs stands in for one).
 #
-#   e2e/cluster.sh build    build kube-apiserver/kube-controller-manager from
-#                           Debian's kubernetes source package (cached)
+#   e2e/cluster.sh build    build kube-apiserver, kube-controller-manager and etcd from the
+#                           Go module proxy (e2e/build.sh; cached)
 #   e2e/cluster.sh up       build, then start everything on 127.0.0.1
 #   e2e/cluster.sh down     stop everything we started, remove the state dir
 #   e2e/cluster.sh env      print export lines:  eval "$(e2e/cluster.sh env)"
 #   e2e/cluster.sh status   print whether each component is up
+#   e2e/cluster.sh restart COMPONENT   stop one component and start it again (fault tests)
 #
 # Host packages come from e2e/deps.sh. Messages go to stderr; `up` and `env`
 # print only the export lines on stdout. Everything listens on 127.0.0.1 only.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
-K8S_VERSION=v1.20.2
-CACHE=${FLOTILLA_CACHE:-$HOME/.cache/flotilla}
 STATE=${FLOTILLA_E2E_DIR:-/tmp/flotilla-e2e}
 PORT=${FLOTILLA_E2E_PORT:-16443}
-# Not etcd's default 2379/2380: a system etcd (from etcd-server) may own those.
+# Not etcd's default 2379/2380: another etcd on the machine may own those.
 ETCD_PORT=${FLOTILLA_E2E_ETCD_PORT:-23790}
 ETCD_PEER_PORT=${FLOTILLA_E2E_ETCD_PEER_PORT:-23800}
 KCM_PORT=${FLOTILLA_E2E_KCM_PORT:-10257}
 READY_TIMEOUT=90
-# The bench's knobs for kube-controller-manager: extra flags (its client rate limit), and 1 to
-# turn off its token controller, as clusters from 1.24 on mint no token Secret per ServiceAccount.
+# The bench's knob for kube-controller-manager: extra flags (its client rate limit).
 KCM_ARGS=${FLOTILLA_E2E_KCM_ARGS:-}
-NO_SA_TOKENS=${FLOTILLA_E2E_NO_SA_TOKENS:-0}
 
-# Bump when the build recipe changes, so that no binary built the old way is reused from the cache.
-RECIPE=2
-BUILD_ID=k8s-$K8S_VERSION-r$RECIPE
-BIN=$CACHE/$BUILD_ID/bin
-GO_BIN=/usr/lib/go-1.19/bin
-ETCD_BIN=${FLOTILLA_ETCD_BIN:-/usr/bin/etcd}
+BIN=
+ETCD_BIN=
 PKI=$STATE/pki
 LOGS=$STATE/logs
 # Marks a directory as ours, so `down` never rm -rf's anything else.
@@ -173,160 +167,15 @@ stop_pid() {
 
 # ------------------------------------------------------------------ build --
 
-# Write deb-src versions of the machine's `deb` entries into $1 (a SourceParts
-# dir). Only the distribution's own suites (codename, codename-*) are kept, so
-# unrelated third-party repos don't break `apt-get update`; if that leaves
-# nothing, every entry is kept.
-derive_src_lists() {
-  local out=$1 codename="" f n pass
-  # shellcheck disable=SC1091
-  codename=$(. /etc/os-release 2>/dev/null && printf '%s' "${VERSION_CODENAME:-}")
-  for pass in filtered all; do
-    [ "$pass" = filtered ] || codename=""
-    n=0
-    rm -f "$out"/*
-    for f in /etc/apt/sources.list.d/*.sources; do
-      [ -f "$f" ] || continue
-      n=$((n + 1))
-      # deb822: paragraph per entry. Keep every field (Signed-By may span
-      # lines), set Types to deb-src, drop disabled or non-matching entries.
-      awk -v codename="$codename" '
-        BEGIN { RS = ""; FS = "\n" }
-        {
-          out = ""; isdeb = 0; ok = 1; suites = 0
-          for (i = 1; i <= NF; i++) {
-            line = $i; low = tolower(line)
-            if (line ~ /^#/) continue
-            if (low ~ /^types:/) {
-              if ((" " substr(line, 7) " ") ~ /[ \t]deb[ \t]/) isdeb = 1
-              line = "Types: deb-src"
-            } else if (low ~ /^enabled:/) {
-              if (tolower(line) ~ /:[ \t]*no[ \t]*$/) ok = 0
-            } else if (low ~ /^suites:/ && codename != "") {
-              m = split(substr(line, 8), s, /[ \t]+/); kept = ""
-              for (j = 1; j <= m; j++)
-                if (s[j] == codename || index(s[j], codename "-") == 1) kept = kept " " s[j]
-              if (kept == "") ok = 0
-              line = "Suites:" kept
-            }
-            out = out line "\n"
-          }
-          if (isdeb && ok) printf "%s\n", out
-        }' "$f" >"$out/$n.sources"
-    done
-    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-      [ -f "$f" ] || continue
-      n=$((n + 1))
-      # One-line format: deb [options] URI SUITE COMPONENT...
-      awk -v codename="$codename" '
-        $1 != "deb" { next }
-        {
-          i = 2
-          if ($2 ~ /^\[/) { while (i <= NF && $i !~ /\]$/) i++; i++ }
-          suite = $(i + 1)
-          if (codename != "" && suite != codename && index(suite, codename "-") != 1) next
-          line = $0; sub(/^[ \t]*deb[ \t]+/, "deb-src ", line); print line
-        }' "$f" >"$out/$n.list"
-    done
-    if grep -qs -e '^deb-src' -e '^Types: deb-src' "$out"/*; then return 0; fi
-  done
-  die "found no 'deb' entries in /etc/apt/sources.list{,.d/} to derive deb-src entries from"
-}
-
+# The binaries, built once from the Go module proxy (e2e/build.sh says how and where).
 do_build() {
-  if [ -x "$BIN/kube-apiserver" ] && [ -x "$BIN/kube-controller-manager" ]; then
-    return 0
-  fi
-  local t0=$SECONDS tmp apt_opts dl orig tree p opt buildlog=$CACHE/$BUILD_ID-build.log
-  [ -x "$GO_BIN/go" ] || die "$GO_BIN/go not found; run e2e/deps.sh"
-  command -v apt-get >/dev/null || die "apt-get not found (Debian/Ubuntu only)"
-  mkdir -p "$CACHE"
-
-  # One build at a time: a second caller waits, then finds the binaries.
-  exec 9>"$CACHE/.build.lock"
-  flock 9
-  if [ -x "$BIN/kube-apiserver" ] && [ -x "$BIN/kube-controller-manager" ]; then
-    exec 9>&-
-    return 0
-  fi
-
-  log "building kube-apiserver + kube-controller-manager $K8S_VERSION (cold: ~4 min on 2 cores; log: $buildlog)"
-  tmp=$(mktemp -d "${TMPDIR:-/tmp}/flotilla-k8s-build.XXXXXX")
-  # The source tree is ~1.5 GB once built; never leave it behind.
-  # shellcheck disable=SC2064
-  trap "rm -rf '$tmp'" EXIT
-  # apt's download sandbox user (_apt) must be able to reach and write these.
-  chmod 0755 "$tmp"
-  mkdir -p "$tmp/sources.d" "$tmp/lists/partial" "$tmp/cache" "$tmp/dl"
-  if id _apt >/dev/null 2>&1; then chown _apt "$tmp/lists/partial" "$tmp/dl"; fi
-
-  derive_src_lists "$tmp/sources.d"
-  # Only through -o options: the machine's own apt config and lists stay untouched.
-  apt_opts=(-o Dir::Etc::SourceList=/dev/null -o "Dir::Etc::SourceParts=$tmp/sources.d"
-    -o "Dir::State::Lists=$tmp/lists" -o "Dir::Cache=$tmp/cache")
-  : >"$buildlog"
-  if ! apt-get "${apt_opts[@]}" update >>"$buildlog" 2>&1; then
-    log "apt-get update reported errors (see $buildlog); trying the download anyway"
-  fi
-  dl=$tmp/dl
-  (cd "$dl" && apt-get "${apt_opts[@]}" source --download-only kubernetes) >>"$buildlog" 2>&1 ||
-    { tail -n 20 "$buildlog" >&2; die "could not download Debian's kubernetes source package"; }
-  log "source package: $(sed -n 's/^Version: //p' "$dl"/kubernetes_*.dsc) ($((SECONDS - t0))s)"
-
-  # The main upstream tarball is NAME_VERSION.orig.tar.*; extra component
-  # tarballs (if any) are named NAME_VERSION.orig-COMPONENT.tar.*.
-  orig=$(find "$dl" -maxdepth 1 -name 'kubernetes_*.orig.tar.*' ! -name '*.asc' | head -n1)
-  [ -n "$orig" ] || die "no kubernetes_*.orig.tar.* in the source package"
-  mkdir -p "$tmp/src"
-  tar -xf "$orig" -C "$tmp/src"
-  tree=$(find "$tmp/src" -mindepth 2 -maxdepth 2 -name go.mod -path '*/kubernetes*' -printf '%h\n' | head -n1)
-  if [ -z "$tree" ] || [ ! -d "$tree/vendor" ] || [ ! -d "$tree/cmd/kube-apiserver" ]; then
-    die "$orig does not look like the kubernetes source tree (with vendor/)"
-  fi
-  grep -q "tag: $K8S_VERSION'" "$tree/hack/lib/version.sh" ||
-    die "$orig is not kubernetes $K8S_VERSION"
-
-  # Apply Debian's patches (security fixes) so the result is Debian's source.
-  if tar -xf "$dl"/kubernetes_*.debian.tar.* -C "$tmp" 2>/dev/null && [ -f "$tmp/debian/patches/series" ]; then
-    while read -r p opt; do
-      case $p in "" | \#*) continue ;; esac
-      patch -d "$tree" -s -N "${opt:--p1}" <"$tmp/debian/patches/$p" >>"$buildlog" 2>&1 ||
-        die "Debian patch $p did not apply (see $buildlog)"
-    done <"$tmp/debian/patches/series"
-  fi
-
-  # Kubernetes 1.20 vendors reflect2 1.0.1, whose unsafe map iteration segfaults under Go >= 1.18
-  # (kube-apiserver crashes on the first custom resource it encodes). Debian packages the fixed
-  # 1.0.2 (golang-github-modern-go-reflect2-dev, installed by e2e/deps.sh); use its source.
-  local reflect2=/usr/share/gocode/src/github.com/modern-go/reflect2
-  [ -f "$reflect2/reflect2.go" ] || die "$reflect2 missing; run e2e/deps.sh"
-  rsync -a --delete --exclude '*_test.go' --exclude tests "$reflect2/" "$tree/vendor/github.com/modern-go/reflect2/"
-
-  # Debian's own recipe: a GOPATH with k8s.io/kubernetes -> the tree, make run
-  # from the symlinked path. k8s' hack/ scripts force GOPATH mode
-  # (GO111MODULE=off) and pick up vendor/ themselves, and point GOCACHE into
-  # _output; we link that into the cache dir so an interrupted build resumes.
-  mkdir -p "$tmp/gopath/src/k8s.io" "$tree/_output/local/go" "$CACHE/go-build"
-  ln -s "$tree" "$tmp/gopath/src/k8s.io/kubernetes"
-  ln -s "$CACHE/go-build" "$tree/_output/local/go/cache"
-  log "compiling (go $("$GO_BIN/go" env GOVERSION))..."
-  if ! (cd "$tmp/gopath/src/k8s.io/kubernetes" &&
-    env PATH="$GO_BIN:$PATH" GOPATH="$tmp/gopath" CGO_ENABLED=0 HOME="$tmp" \
-      make WHAT="cmd/kube-apiserver cmd/kube-controller-manager") >>"$buildlog" 2>&1; then
-    tail -n 30 "$buildlog" >&2
-    die "kubernetes build failed (full log: $buildlog)"
-  fi
-
-  mkdir -p "$BIN"
-  for p in kube-apiserver kube-controller-manager; do
-    cp -L "$tree/_output/bin/$p" "$BIN/.$p.tmp"
-    mv -f "$BIN/.$p.tmp" "$BIN/$p" # atomic: a half-copied binary is never "cached"
-  done
-  sed -n 's/^Version: //p' "$dl"/kubernetes_*.dsc >"$CACHE/$BUILD_ID/debian-source-version"
-  rm -rf "$tmp" "$CACHE/go-build" # the Go build cache is only worth keeping until success
-  trap - EXIT
-  exec 9>&-
-  log "built $("$BIN/kube-apiserver" --version) in $((SECONDS - t0))s -> $BIN"
+  local dir
+  dir=$(bash e2e/build.sh path kubernetes) || die "could not build kubernetes (e2e/build.sh)"
+  BIN=$dir/bin
+  dir=$(bash e2e/build.sh path etcd) || die "could not build etcd (e2e/build.sh)"
+  ETCD_BIN=${FLOTILLA_ETCD_BIN:-$dir/bin/etcd}
+  # kubectl of the same release, ahead of any other on the PATH (client and server in step).
+  export PATH="$BIN:$PATH"
 }
 
 # --------------------------------------------------------------------- up --
@@ -407,26 +256,20 @@ EOF
   )
 }
 
-# Proves the controllers we rely on work: the token controller fills the
-# default ServiceAccount with a token Secret, the namespace controller (and
-# garbage collector) finish a namespace deletion.
+# Proves the controllers we rely on work: the namespace controller (and garbage collector)
+# finish a namespace deletion.
 kc() { kubectl --kubeconfig "$STATE/admin.kubeconfig" --request-timeout=10s "$@"; }
-sa_has_token() { [ -n "$(kc -n "$1" get serviceaccount default -o 'jsonpath={.secrets[0].name}' 2>/dev/null)" ]; }
 ns_gone() { ! kc get namespace "$1" >/dev/null 2>&1; }
 smoke_test() {
   local ns=flotilla-e2e-smoke-$RANDOM t0=$SECONDS
   kc create namespace "$ns" >/dev/null
-  if [ "$NO_SA_TOKENS" = 1 ]; then
-    log "token controller off (FLOTILLA_E2E_NO_SA_TOKENS=1): no token Secrets are minted"
-  else
-    wait_until "a token Secret for $ns/default" 20 kube-controller-manager sa_has_token "$ns"
-  fi
   kc delete namespace "$ns" --wait=false >/dev/null
   wait_until "namespace $ns to be deleted" 30 kube-controller-manager ns_gone "$ns"
-  log "controllers work: $([ "$NO_SA_TOKENS" = 1 ] || echo 'SA token + ')namespace deletion in $((SECONDS - t0))s"
+  log "controllers work: namespace deletion in $((SECONDS - t0))s"
 }
 
 print_env() {
+  printf 'export PATH=%q\n' "$BIN:$PATH"
   printf 'export KUBECONFIG=%q\n' "$STATE/admin.kubeconfig"
   printf 'export FLOTILLA_E2E_DIR=%q\n' "$STATE"
   printf 'export FLOTILLA_E2E_PORT=%q\n' "$PORT"
@@ -442,16 +285,11 @@ on_up_exit() {
 
 # One function per component, so `restart` can start one again the same way.
 start_etcd() {
-  # etcd 3.4 refuses to start on architectures other than amd64/ppc64le
-  # unless told explicitly.
-  arch=$(dpkg --print-architecture 2>/dev/null || uname -m)
-  case $arch in amd64 | x86_64 | ppc64el | ppc64le) arch="" ;; esac
   # Any ETCD_* in the caller's environment would clash with our flags.
   local envargs=() v
   for v in $(compgen -e); do
     case $v in ETCD_*) envargs+=(-u "$v") ;; esac
   done
-  if [ -n "$arch" ]; then envargs+=("ETCD_UNSUPPORTED_ARCH=$arch"); fi
   start etcd env "${envargs[@]}" \
     "$ETCD_BIN" --name flotilla-e2e --data-dir "$STATE/etcd" --logger zap \
     --listen-client-urls "http://127.0.0.1:$ETCD_PORT" \
@@ -466,7 +304,8 @@ start_etcd() {
 start_kube-apiserver() {
   # --endpoint-reconciler-type=none: Endpoints may not hold loopback IPs, so the
   # default reconciler would fail (HTTP 422) every 10 s, spamming log and audit
-  # log. Nothing runs in-cluster here, so the `kubernetes` Service needs none.
+  # log. Pods reach the API server through the node stand-in (e2e/kubelet.rs), not the
+  # `kubernetes` Service.
   start kube-apiserver "$BIN/kube-apiserver" \
     --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
     --advertise-address=127.0.0.1 --bind-address=127.0.0.1 --secure-port="$PORT" \
@@ -474,8 +313,7 @@ start_kube-apiserver() {
     --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
     --client-ca-file="$PKI/ca.crt" \
     --service-cluster-ip-range=10.0.0.0/24 \
-    --authorization-mode=RBAC \
-    --disable-admission-plugins=ServiceAccount \
+    --authorization-mode=Node,RBAC \
     --allow-privileged=true \
     --token-auth-file="$STATE/tokens.csv" \
     --service-account-issuer="https://127.0.0.1:$PORT" \
@@ -488,23 +326,24 @@ start_kube-apiserver() {
 }
 
 start_kube-controller-manager() {
-  # --port=0 turns off 1.20's insecure HTTP port (10252). Delegated authn/authz
-  # via the admin kubeconfig, so its secure port (/metrics) accepts our token;
-  # skip-lookup because the API server has no front-proxy (requestheader) CA
-  # for it to find, which would otherwise be logged as an error every minute.
+  # Delegated authn/authz via the admin kubeconfig, so its secure port (/metrics) accepts our
+  # token; skip-lookup because the API server has no front-proxy (requestheader) CA for it to
+  # find, which would otherwise be logged as an error every minute. No node here sends
+  # heartbeats the way a kubelet does, so the node lifecycle controller, which would taint the
+  # stand-in's node and evict its pods, is off.
   local extra
   read -r -a extra <<<"$KCM_ARGS"
-  if [ "$NO_SA_TOKENS" = 1 ]; then extra+=("--controllers=*,-serviceaccount-token"); fi
   start kube-controller-manager "$BIN/kube-controller-manager" \
     --kubeconfig="$STATE/admin.kubeconfig" \
     --authentication-kubeconfig="$STATE/admin.kubeconfig" \
     --authorization-kubeconfig="$STATE/admin.kubeconfig" \
     --authentication-skip-lookup=true \
     --leader-elect=false \
+    --controllers='*,-node-lifecycle-controller' \
     --service-account-private-key-file="$PKI/sa.key" \
     --root-ca-file="$PKI/ca.crt" \
     --cluster-signing-cert-file="$PKI/ca.crt" --cluster-signing-key-file="$PKI/ca.key" \
-    --bind-address=127.0.0.1 --secure-port="$KCM_PORT" --port=0 \
+    --bind-address=127.0.0.1 --secure-port="$KCM_PORT" \
     --cert-dir="$STATE/kcm-certs" \
     "${extra[@]}"
   wait_until "kube-controller-manager /healthz" 60 kube-controller-manager kcm_healthy
@@ -515,7 +354,7 @@ do_up() {
   check_state_dir
   do_build
   for p in "$ETCD_BIN" "$BIN/kube-apiserver" "$BIN/kube-controller-manager"; do
-    [ -x "$p" ] || die "$p not found (etcd: run e2e/deps.sh)"
+    [ -x "$p" ] || die "$p not found"
   done
   for p in openssl curl setsid base64; do
     command -v "$p" >/dev/null || die "$p not found; run e2e/deps.sh"
@@ -587,6 +426,12 @@ stop_all() {
   done
   left=$(our_pids)
   [ -z "$left" ] || die "still running after SIGKILL: $left"
+  # Pods the node stand-in ran (e2e/kubelet/), should a test have died without stopping them:
+  # each is chrooted into a root filesystem under the state dir.
+  for d in /proc/[0-9]*; do
+    root=$(readlink "$d/root" 2>/dev/null) || continue
+    case $root in "$STATE"/*) kill -KILL "${d#/proc/}" 2>/dev/null || true ;; esac
+  done
 }
 
 do_down() {
@@ -605,6 +450,7 @@ do_restart() {
   local name=$1
   case " ${COMPONENTS[*]} " in *" $name "*) ;; *) die "restart: one of ${COMPONENTS[*]}" ;; esac
   all_up || die "restart: the control plane is not up"
+  do_build
   stop_pid "$(pid_of "$name")" "$name"
   "start_$name"
   log "restarted $name"
@@ -631,7 +477,10 @@ case ${1:-} in
   build) do_build ;;
   up) do_up ;;
   down) do_down ;;
-  env) print_env ;;
+  env)
+    do_build
+    print_env
+    ;;
   status) do_status ;;
   restart) do_restart "${2:-}" ;;
   *)

@@ -4,7 +4,6 @@
 
 use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
@@ -26,9 +25,19 @@ pub fn kubectl(kubeconfig: &Path, args: &[&str]) -> String {
 }
 
 /// Writes to `path` a kubeconfig like `admin`'s, authenticating as ServiceAccount
-/// `namespace/account` (which must exist) with the token the controller-manager minted for it.
+/// `namespace/account` (which must exist) with a token from the TokenRequest API, as clusters mint
+/// them (no token Secrets since Kubernetes 1.24).
 pub fn write_service_account_kubeconfig(admin: &Path, namespace: &str, account: &str, path: &Path) {
-    let token = service_account_token(admin, namespace, account);
+    // Longer than any test or bench run.
+    let request = [
+        "--namespace",
+        namespace,
+        "create",
+        "token",
+        account,
+        "--duration=48h",
+    ];
+    let token = kubectl(admin, &request).trim().to_string();
     let mut kubeconfig = Kubeconfig::read_from(admin).unwrap();
     for user in &mut kubeconfig.auth_infos {
         if let Some(auth) = user.auth_info.as_mut() {
@@ -36,42 +45,6 @@ pub fn write_service_account_kubeconfig(admin: &Path, namespace: &str, account: 
         }
     }
     std::fs::write(path, serde_json::to_string(&kubeconfig).unwrap()).unwrap();
-}
-
-/// The token secret's content; waits for the controller-manager to mint it (it lags on a busy
-/// control plane). With its token controller off (FLOTILLA_E2E_NO_SA_TOKENS=1, as on clusters
-/// from 1.24 on) there is none: then a token from the TokenRequest API.
-fn service_account_token(admin: &Path, namespace: &str, account: &str) -> String {
-    if std::env::var("FLOTILLA_E2E_NO_SA_TOKENS").as_deref() == Ok("1") {
-        // Longer than any test or bench run.
-        let request = ["create", "token", account, "--duration=48h"];
-        let token = kubectl(admin, &[&["--namespace", namespace][..], &request].concat());
-        return token.trim().to_string();
-    }
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let ns = ["--namespace", namespace];
-    loop {
-        let get_sa = [
-            "get",
-            "serviceaccount",
-            account,
-            "-o",
-            "jsonpath={.secrets[0].name}",
-        ];
-        let secret = kubectl(admin, &[&ns[..], &get_sa].concat());
-        if !secret.is_empty() {
-            let template = "go-template={{.data.token | base64decode}}";
-            return kubectl(
-                admin,
-                &[&ns[..], &["get", "secret", &secret, "-o", template]].concat(),
-            );
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no token secret for ServiceAccount {namespace}/{account}"
-        );
-        std::thread::sleep(Duration::from_millis(250));
-    }
 }
 
 pub async fn client_for(kubeconfig: &Path) -> Client {
@@ -162,53 +135,6 @@ pub const STAMPED_AND_NAMESPACES: [&str; 7] = [
     "services",
     "deployments",
 ];
-
-const WRITE_VERBS: [&str; 4] = ["POST", "PUT", "PATCH", "DELETE"];
-
-/// Write requests (POST, PUT, PATCH, DELETE) the API server has served, by verb, for the
-/// resources `counted` accepts: its own `apiserver_request_total` counter from `/metrics`.
-/// Panics if the counter cannot be read: a count of 0 must mean no writes, not no data.
-pub async fn apiserver_writes(
-    client: &Client,
-    counted: impl Fn(&str) -> bool,
-) -> BTreeMap<String, u64> {
-    let request = http::Request::get("/metrics").body(Vec::new()).unwrap();
-    let text = client
-        .request_text(request)
-        .await
-        .unwrap_or_else(|e| panic!("the API server's /metrics: {e}"));
-    let samples: Vec<&str> = text
-        .lines()
-        .filter(|l| l.starts_with("apiserver_request_total{"))
-        .collect();
-    assert!(
-        !samples.is_empty(),
-        "the API server's /metrics has no apiserver_request_total"
-    );
-    let mut by_verb = BTreeMap::new();
-    for line in samples {
-        let Some(verb) = label(line, "verb").filter(|v| WRITE_VERBS.contains(v)) else {
-            continue;
-        };
-        if !counted(label(line, "resource").unwrap_or("")) {
-            continue;
-        }
-        let n = line
-            .rsplit(' ')
-            .next()
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or_else(|| panic!("no value in {line:?}"));
-        *by_verb.entry(verb.to_string()).or_insert(0) += n as u64;
-    }
-    by_verb
-}
-
-/// The value of label `name` in a Prometheus sample line.
-pub fn label<'a>(line: &'a str, name: &str) -> Option<&'a str> {
-    let start = line.find(&format!("{name}=\""))? + name.len() + 2;
-    let len = line[start..].find('"')?;
-    Some(&line[start..start + len])
-}
 
 /// Clock ticks per second (`getconf CLK_TCK`, 100 on Linux in practice).
 pub fn ticks_per_second() -> f64 {

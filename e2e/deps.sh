@@ -3,16 +3,14 @@
 # Idempotent: when everything is already installed it only runs dpkg-query.
 set -euo pipefail
 
-# faketime: a replica with a skewed clock in the leader-election tests (libfaketime);
-# etcd-server: etcd 3.4; golang-1.19-go, make, rsync, patch, xz-utils: to build
-# kube-apiserver/kube-controller-manager from Debian's source package (dpkg-dev
-# for apt-get source); golang-github-modern-go-reflect2-dev: a Go 1.18+-safe reflect2 for
-# the vendor tree (see cluster.sh); openssl, curl: PKI and health checks; umoci, skopeo: to build
-# flotilla's OCI image without a container daemon and copy it to a registry (image/build.sh);
-# ca-certificates: also the image's CA bundle.
-PKGS=(faketime etcd-server golang-1.19-go golang-github-modern-go-reflect2-dev rsync dpkg-dev patch make xz-utils openssl curl ca-certificates umoci skopeo)
-# The machine image ships a newer kubectl; Debian's (same 1.20) only as a fallback.
-if ! command -v kubectl >/dev/null; then PKGS+=(kubernetes-client); fi
+# The control plane, etcd and Argo's workflow-controller are built from the Go module proxy by
+# e2e/build.sh with the machine's Go, not installed here.
+# faketime: a replica with a skewed clock in the leader-election tests (libfaketime); make;
+# openssl, curl: PKI and health checks; umoci, skopeo: to build flotilla's OCI image without a
+# container daemon and copy it to a registry (image/build.sh); ca-certificates: also the image's
+# CA bundle; iproute2 (ip) and util-linux (nsenter, unshare): the e2e node stand-in's network and
+# mount namespaces (e2e/kubelet/); jq: the README's SBOM command.
+PKGS=(faketime make openssl curl ca-certificates umoci skopeo iproute2 util-linux jq)
 
 log() { printf 'deps: %s\n' "$*" >&2; }
 

@@ -14,6 +14,9 @@
 # by path, without atime, ctime or user names, gzip'ed without a name or time; the image config
 # and its history are dated SOURCE_DATE_EPOCH too.
 #
+# Attached beside the image in the layout (not in it): a CycloneDX SBOM of the binary's crates,
+# as reproducible as the image (image/sbom.sh; README, "The image's SBOM").
+#
 # umoci (Debian's, 0.4.7) builds the layer from a bundle with `unpack` + `repack`. Its `insert`
 # would be shorter but writes layers without tar's end-of-archive blocks (fixed in umoci 0.5.0),
 # which GNU tar and image scanners reject.
@@ -91,10 +94,12 @@ umoci config --image "$layout:$version" --no-history --created "$created" \
   --config.label "org.opencontainers.image.source=$source" \
   --config.label "org.opencontainers.image.created=$created"
 umoci gc --layout "$layout"
+SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH bash image/sbom.sh "$layout" "$version"
 
 rm -rf "$OUT"
 mkdir -p "$(dirname "$OUT")"
 mv "$layout" "$OUT"
-digest=$(sed -n 's/.*"digest":"\(sha256:[0-9a-f]*\)".*/\1/p' "$OUT/index.json")
+# The image's manifest is the first in index.json (the SBOM's follows it).
+digest=$(grep -o '"digest":"sha256:[0-9a-f]*"' "$OUT/index.json" | head -n1 | cut -d'"' -f4)
 log "flotilla $version ($commit): $OUT:$version, $digest, $(du -sb "$OUT/blobs" | cut -f1) bytes"
 log "push: skopeo copy oci:$OUT:$version docker://REGISTRY/flotilla:$version"

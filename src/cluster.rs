@@ -82,24 +82,11 @@ pub async fn apply(
     let applied = if mode == Mode::Create {
         let mut create_only = object.body.clone();
         create_only["metadata"]["resourceVersion"] = NEVER_STORED.into();
-        match send(&create_only).await {
-            // Services on older API servers (1.20 here; kubernetes#106745 on 1.22) create
-            // through their own code, which refuses any resourceVersion: the name was free when
-            // it looked, so the create is sent again without the precondition. One request more
-            // per Service created, for that window to be milliseconds wide.
-            Err(kube::Error::Api(status)) if refuses_resource_version(&status) => {
-                send(&object.body).await?
-            }
-            applied => applied?,
-        }
+        send(&create_only).await?
     } else {
         send(&object.body).await?
     };
     serde_json::to_value(applied).map_err(kube::Error::SerdeError)
-}
-
-fn refuses_resource_version(status: &kube::core::Status) -> bool {
-    status.code == 500 && status.message.contains("resourceVersion should not be set")
 }
 
 /// Every object `instance` stamped for `namespace`, of every stampable kind, wherever it lives.

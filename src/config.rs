@@ -4,7 +4,8 @@
 mod error;
 mod locate;
 mod reload;
-mod rollout;
+mod sleep;
+mod strategy;
 
 pub use error::{ConfigError, ConfigProblem};
 
@@ -13,10 +14,11 @@ use crate::rollout::Strategy;
 use crate::selector;
 use crate::yaml_error::YamlError;
 use kube::core::Selector;
-use rollout::RolloutFile;
 use serde::Deserialize;
+use sleep::SleepFile;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use strategy::RolloutFile;
 
 /// The file as written. Unknown keys are refused so that a typo never silently means "default".
 #[derive(Debug, Deserialize)]
@@ -52,6 +54,7 @@ struct ConfigFile {
     policy: PolicyFile,
     #[serde(default)]
     rollout: RolloutFile,
+    sleep: Option<SleepFile>,
 }
 
 /// What a template may ask for beyond flotilla's fixed rules (`render::policy`), and which
@@ -157,10 +160,11 @@ mod defaults {
     pub fn concurrency() -> u16 {
         16
     }
-    /// Between a single controller's (client-go 5/10, controller-runtime and Argo's own
-    /// controller 20/30) and the work of every namespace's controller (README, "Operations").
+    /// No client-side limit: every supported API server has Priority and Fairness, which
+    /// queues what it cannot take (the install gives flotilla FlowSchemas of its own), and
+    /// `concurrency` bounds what flotilla asks at once.
     pub fn api_qps() -> u32 {
-        100
+        0
     }
     pub fn api_burst() -> u32 {
         200
@@ -198,7 +202,7 @@ pub struct Config {
     /// How many namespaces are reconciled at once.
     pub concurrency: u16,
     /// Client-side rate limit on API requests: on average at most `api_qps` per second, with
-    /// bursts of up to `api_burst`.
+    /// bursts of up to `api_burst`; none at an `api_qps` of 0.
     pub api_qps: u32,
     pub api_burst: u32,
     /// Every namespace is looked at this often even without events, against the watch caches:
@@ -217,6 +221,8 @@ pub struct Config {
     pub leader_election: LeaderElection,
     pub policy: Policy,
     pub rollout: Strategy,
+    /// Idle controllers scaled to zero (`None`: nothing sleeps).
+    pub sleep: Option<crate::sleep::Policy>,
 }
 
 impl Config {
@@ -275,7 +281,6 @@ impl ConfigFile {
         }
         for (key, value, minimum) in [
             ("concurrency", u64::from(self.concurrency), 1),
-            ("apiQps", u64::from(self.api_qps), 1),
             ("apiBurst", u64::from(self.api_burst), 1),
             (
                 "leaderElection.leaseDurationSeconds",
@@ -289,6 +294,7 @@ impl ConfigFile {
             }
         }
         let rollout = self.rollout.validate()?;
+        let sleep = self.sleep.map(SleepFile::validate).transpose()?;
         let mut overrides = Vec::new();
         let override_specs = self.overrides.clone();
         for (key, spec) in self.overrides {
@@ -341,6 +347,7 @@ impl ConfigFile {
                 allow_namespaces: self.policy.allow_namespaces,
             },
             rollout,
+            sleep,
         })
     }
 }

@@ -1,5 +1,5 @@
-//! The kinds flotilla may stamp: a closed allowlist, each namespaced and known to exist in
-//! Kubernetes 1.20. One shared, label-filtered metadata watch runs per kind.
+//! The kinds flotilla may stamp: a closed allowlist, each namespaced and served by every
+//! supported Kubernetes. One shared, label-filtered metadata watch runs per kind.
 
 use kube::core::ApiResource;
 use std::fmt;

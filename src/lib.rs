@@ -4,13 +4,16 @@
 //! Data flows one way: Namespace event -> snapshot of what the watches know -> render (pure)
 //! -> plan (pure) -> execute (the only I/O) -> status (pure) -> the NamespaceWorker.
 
+pub mod admission;
 pub mod client;
 pub mod cluster;
 pub mod config;
 pub mod controller;
+pub mod cron_workflows;
 pub mod diff;
 pub mod kinds;
 pub mod lease;
+pub mod membership;
 pub mod object;
 pub mod overrides;
 pub mod ownership;
@@ -19,9 +22,12 @@ pub mod rbac;
 pub mod render;
 pub mod rollout;
 pub mod selector;
+pub mod sleep;
 pub mod status;
 pub mod sync;
 pub mod telemetry;
+#[cfg(test)]
+mod testing;
 pub mod version;
 pub mod workflows;
 pub mod yaml_error;

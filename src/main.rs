@@ -1,6 +1,6 @@
 //! The `flotilla` binary: argument parsing and dispatch only.
 
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -62,15 +62,27 @@ enum Command {
     /// Print the NamespaceWorker and Fleet CustomResourceDefinitions (installed by manifests/).
     #[command(after_help = "Example:\n  flotilla crd | kubectl apply --server-side -f -")]
     Crd,
-    /// Print shell completions.
+    /// Print shell completions (`kubectl flotilla` completes through kubectl_complete-flotilla).
     #[command(
-        after_help = "Example:\n  flotilla completions bash > /etc/bash_completion.d/flotilla"
+        after_help = "Example:\n  flotilla completions bash > /etc/bash_completion.d/flotilla\nAs a kubectl plugin, kubectl completes it (kubectl 1.26 and later) with two links on the PATH:\n  ln -s $(command -v flotilla) /usr/local/bin/kubectl-flotilla\n  ln -s $(command -v flotilla) /usr/local/bin/kubectl_complete-flotilla"
     )]
     Completions { shell: clap_complete::Shell },
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let mut argv = std::env::args_os();
+    let args = match cli::plugin::invocation(argv.next().as_deref()) {
+        cli::plugin::Invocation::Flotilla => Args::parse(),
+        cli::plugin::Invocation::Plugin => {
+            let matches = Args::command().bin_name("kubectl flotilla").get_matches();
+            Args::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+        }
+        cli::plugin::Invocation::Completion => {
+            let words: Vec<String> = argv.map(|w| w.to_string_lossy().into_owned()).collect();
+            print!("{}", cli::plugin::complete(&Args::command(), &words));
+            return ExitCode::SUCCESS;
+        }
+    };
     cli::init_logging(args.log_format);
     let result = match args.command {
         Command::Run(run) => cli::run::run(&args.config, &run).map(|()| ExitCode::SUCCESS),

@@ -288,7 +288,11 @@ pub fn apply(
     // The annotation that set each value.
     let mut set: HashMap<&[String], &String> = HashMap::new();
     for (annotation, raw) in annotations {
-        let Some(key) = annotation.strip_prefix(ANNOTATION_PREFIX) else {
+        // Whether the namespace sleeps is flotilla's to read (crate::sleep), not a value.
+        let Some(key) = annotation
+            .strip_prefix(ANNOTATION_PREFIX)
+            .filter(|_| annotation != crate::sleep::OPT_OUT_ANNOTATION)
+        else {
             continue;
         };
         let refuse = |error| RefusedOverride {

@@ -131,19 +131,57 @@ pub fn templated_names_with(
     config: &Config,
     sets: &[Set],
 ) -> Result<TemplatedNames, NamesError> {
+    let mut names = TemplatedNames::default();
+    for (index, (with, samples)) in sample_renders(renderer, config, sets)?
+        .into_iter()
+        .enumerate()
+    {
+        let mut more = names_of(&samples).map_err(|errors| NamesError::Render {
+            with: with.clone(),
+            errors,
+        })?;
+        if index == 0 {
+            names = more;
+        } else {
+            more.with = with;
+            names = names.union(more);
+        }
+    }
+    Ok(names)
+}
+
+/// One sample namespace's render: every object the templates stamp for it.
+pub struct Sample {
+    pub namespace: String,
+    pub objects: Vec<crate::object::Stamped>,
+}
+
+/// Both samples rendered alike, with the `key=value` texts they were rendered with.
+pub type SampleRender = (Vec<String>, [Sample; 2]);
+
+/// The renders `flotilla rbac` reads: both [`samples`] as the config says, then, with `sets`,
+/// both again with the sets in place; each pair with the `key=value` texts it was rendered with.
+pub fn sample_renders(
+    renderer: &Renderer,
+    config: &Config,
+    sets: &[Set],
+) -> Result<Vec<SampleRender>, NamesError> {
     let render = |with: Vec<String>| move |errors| NamesError::Render { with, errors };
-    let names = templated_names(renderer, config).map_err(render(Vec::new()))?;
+    let mut renders = vec![(
+        Vec::new(),
+        render_samples(renderer, config).map_err(render(Vec::new()))?,
+    )];
     if sets.is_empty() {
-        return Ok(names);
+        return Ok(renders);
     }
     let with: Vec<String> = sets.iter().map(|s| s.text.clone()).collect();
     let mut varied = config.clone();
     varied.values = with_sets(&config.values, sets).map_err(NamesError::Set)?;
     let renderer =
         Renderer::new(renderer.sources().to_vec(), &varied).map_err(render(with.clone()))?;
-    let mut more = templated_names(&renderer, &varied).map_err(render(with.clone()))?;
-    more.with = with;
-    Ok(names.union(more))
+    let samples = render_samples(&renderer, &varied).map_err(render(with.clone()))?;
+    renders.push((with, samples));
+    Ok(renders)
 }
 
 /// Two sample namespaces that differ from their first character on and in length (so a name
@@ -156,6 +194,26 @@ pub fn samples(own_namespace: &str) -> [&'static str; 2] {
     }
 }
 
+/// Renders the templates for both [`samples`], labelled to match the selector.
+pub fn render_samples(renderer: &Renderer, config: &Config) -> Result<[Sample; 2], RenderErrors> {
+    let labels = crate::selector::required_labels(&config.selector);
+    let [first, second] = samples(&config.namespace).map(|name| NamespaceInput {
+        name: name.to_string(),
+        labels: labels.clone(),
+        annotations: Default::default(),
+    });
+    Ok([
+        Sample {
+            objects: renderer.render(&first)?,
+            namespace: first.name,
+        },
+        Sample {
+            objects: renderer.render(&second)?,
+            namespace: second.name,
+        },
+    ])
+}
+
 /// Renders the templates for both [`samples`] (labelled to match the selector) and returns the
 /// names they render. Fails with the render errors of a sample, or with one error per template
 /// whose object is named differently for the two.
@@ -163,23 +221,19 @@ pub fn templated_names(
     renderer: &Renderer,
     config: &Config,
 ) -> Result<TemplatedNames, RenderErrors> {
-    let labels = crate::selector::required_labels(&config.selector);
-    let [first, second] = samples(&config.namespace).map(|name| NamespaceInput {
-        name: name.to_string(),
-        labels: labels.clone(),
-        annotations: Default::default(),
-    });
-    let objects = renderer.render(&first)?;
-    let others = renderer.render(&second)?;
+    names_of(&render_samples(renderer, config)?)
+}
+
+fn names_of([first, second]: &[Sample; 2]) -> Result<TemplatedNames, RenderErrors> {
     let by_template = |objects: &[crate::object::Stamped]| -> BTreeMap<String, ObjectKey> {
         objects
             .iter()
             .map(|o| (o.template.clone(), o.key.clone()))
             .collect()
     };
-    let theirs = by_template(&others);
+    let theirs = by_template(&second.objects);
     let mut errors = Vec::new();
-    for (template, key) in by_template(&objects) {
+    for (template, key) in by_template(&first.objects) {
         // A template that renders nothing for one of them says nothing about its name.
         let Some(other) = theirs.get(&template) else {
             continue;
@@ -189,8 +243,8 @@ pub fn templated_names(
                 origin: template,
                 line: None,
                 problem: RenderProblem::NameFromNamespace(Box::new([
-                    (first.name.clone(), key),
-                    (second.name.clone(), other.clone()),
+                    (first.namespace.clone(), key),
+                    (second.namespace.clone(), other.clone()),
                 ])),
             });
         }
@@ -199,10 +253,10 @@ pub fn templated_names(
         return Err(RenderErrors(errors));
     }
     let mut names = TemplatedNames {
-        objects: objects.len(),
+        objects: first.objects.len(),
         ..TemplatedNames::default()
     };
-    for object in objects.iter().chain(&others) {
+    for object in first.objects.iter().chain(&second.objects) {
         names
             .names
             .entry(object.key.kind)

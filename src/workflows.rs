@@ -42,6 +42,12 @@ impl Counts {
     pub fn ignored(&self, instance_id: Option<&str>) -> u32 {
         ignored_of(&self.by_label, instance_id)
     }
+
+    /// How many of them a controller with `instance_id` runs.
+    pub fn taken(&self, instance_id: Option<&str>) -> u32 {
+        let all: u32 = self.by_label.iter().map(|(_, n)| n).sum();
+        all - self.ignored(instance_id)
+    }
 }
 
 /// Every namespace's live Workflows. Each change returns the namespace whose counts it changed,
@@ -175,9 +181,17 @@ impl Tally {
             .map_or(0, |tally| ignored_of(tally.labels.values(), instance_id))
     }
 
-    /// Every Workflow counted, for the logs.
+    /// Every Workflow counted.
+    #[cfg(test)]
     pub fn live(&self) -> usize {
         self.namespaces.values().map(|t| t.workflows.len()).sum()
+    }
+
+    /// The live Workflows of `namespace`, whatever their label.
+    pub fn live_in(&self, namespace: &str) -> usize {
+        self.namespaces
+            .get(namespace)
+            .map_or(0, |t| t.workflows.len())
     }
 
     fn drop_if_empty(&mut self, namespace: &str) {

@@ -32,7 +32,6 @@ pub const LIMIT_POST: &str = "limit (bare POST client)";
 pub const FLEET_VIEW: &str = "fleet view alone";
 pub const LIMIT_VIEW: &str = "limit + fleet view";
 pub const LIMIT_ROLLOUT: &str = "limit rollout";
-pub const SCRIPT: &str = "script (render|kubectl)";
 
 /// Every baseline for a fleet of `fleet` (rendered by `renderer`; `rollout` for the rollout's,
 /// when that scenario runs).

@@ -84,6 +84,31 @@ impl Cluster {
             &admin_kubeconfig,
             &["apply", "-k", repo.join("manifests").to_str().unwrap()],
         );
+        // The admission policy for the bench's own selector (manifests/ has the one for the
+        // shipped flotilla.yaml): every write of flotilla's token, the baselines' included, is
+        // judged by it, as in an install.
+        let policy = work.join("admission-policy.yaml");
+        let printed = Command::new(env!("CARGO_BIN_EXE_flotilla"))
+            .args([
+                "rbac",
+                "--admission-policy",
+                "--set",
+                "argoServer.enabled=true",
+            ])
+            .arg("--config")
+            .arg(work.join("flotilla.yaml"))
+            .output()
+            .expect("flotilla rbac runs");
+        assert!(
+            printed.status.success(),
+            "flotilla rbac --admission-policy: {}",
+            String::from_utf8_lossy(&printed.stderr)
+        );
+        std::fs::write(&policy, &printed.stdout).unwrap();
+        kubectl(
+            &admin_kubeconfig,
+            &["apply", "-f", policy.to_str().unwrap()],
+        );
         let flotilla_kubeconfig = work.join("flotilla.kubeconfig");
         write_service_account_kubeconfig(
             &admin_kubeconfig,

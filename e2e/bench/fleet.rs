@@ -7,7 +7,8 @@
 //! restart on the converged fleet (reads only), the reaction to one more opt-in, a values
 //! rollout to the whole fleet at once (restart with a new ConfigMap value), a progressive
 //! rollout of a new image (10% at a time, health-gated), and a burst of N new opted-in
-//! namespaces, then Argo's Workflow CRD installed and 20,000 Workflows counted.
+//! namespaces, then Argo's Workflow CRD installed and 20,000 Workflows counted. Last, on a
+//! control plane of its own, idle controllers asleep: Argo's real controllers (sleep.rs).
 //! `BENCH_SCENARIOS` picks a subset (scenarios.rs).
 //! Request counts per verb come from the API server's audit log.
 //!
@@ -18,9 +19,11 @@ mod baselines;
 mod cluster;
 #[path = "../common.rs"]
 mod common;
+mod controllers;
 mod converge;
 mod fleet_view;
-#[path = "../kubelet.rs"]
+#[path = "../kubelet/mod.rs"]
+#[allow(dead_code, unused_imports)] // the bench marks pods Ready; it runs none
 mod kubelet;
 mod metrics;
 mod phase;
@@ -34,6 +37,7 @@ mod results;
 mod scenarios;
 mod script;
 mod setup;
+mod sleep;
 mod steady;
 mod tracker;
 mod workflows;
@@ -80,6 +84,12 @@ async fn main() {
         &progressive::strategy(),
     );
     let chosen = scenarios::Scenarios::from_env(bench.n).unwrap_or_else(|e| panic!("{e}"));
+    if chosen.only_sleep() {
+        eprintln!("bench: {}", chosen.said);
+        let (text, targets) = sleep::run(&bench).await;
+        print!("{text}{}", report::targets(&targets));
+        return;
+    }
     eprintln!(
         "bench: N={}, {} objects per namespace, concurrency {}, work dir {}; {}",
         bench.n,
@@ -115,6 +125,10 @@ async fn main() {
     }
     if let Err(panic) = run {
         std::panic::resume_unwind(panic);
+    }
+    if chosen.has("sleep") {
+        let (text, targets) = sleep::run(&bench).await;
+        print!("{text}{}", report::targets(&targets));
     }
 }
 

@@ -41,6 +41,7 @@ pub async fn write(
         instance_id: Some(namespace),
         now: status::now(),
         degraded_after: Duration::from_secs(600),
+        sleep: None,
     };
     let (worker_status, _) = status::compute(None, &seen);
     let params = PatchParams {

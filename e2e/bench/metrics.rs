@@ -1,7 +1,6 @@
 //! The API server's own request counter, `apiserver_request_total` from `/metrics`.
 
 pub use crate::common::STAMPED_AND_NAMESPACES;
-use crate::common::{apiserver_writes, label};
 use kube::Client;
 use std::collections::BTreeMap;
 
@@ -41,7 +40,8 @@ pub struct Latencies {
 }
 
 const WATCH_EVENTS: &str = "apiserver_watch_events_total";
-/// The verbs of `apiserver_request_duration_seconds` that write.
+/// The verbs of `apiserver_request_total` and `apiserver_request_duration_seconds` that write
+/// (a server-side apply counts as APPLY).
 const WRITE_VERBS: [&str; 5] = ["POST", "PUT", "PATCH", "APPLY", "DELETE"];
 
 /// A label that must have a given value.
@@ -176,4 +176,49 @@ impl Latencies {
             self.watch_events(before),
         )
     }
+}
+
+/// Write requests the API server has served, by verb, for the
+/// resources `counted` accepts: its own `apiserver_request_total` counter from `/metrics`.
+/// Panics if the counter cannot be read: a count of 0 must mean no writes, not no data.
+pub async fn apiserver_writes(
+    client: &Client,
+    counted: impl Fn(&str) -> bool,
+) -> BTreeMap<String, u64> {
+    let request = http::Request::get("/metrics").body(Vec::new()).unwrap();
+    let text = client
+        .request_text(request)
+        .await
+        .unwrap_or_else(|e| panic!("the API server's /metrics: {e}"));
+    let samples: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("apiserver_request_total{"))
+        .collect();
+    assert!(
+        !samples.is_empty(),
+        "the API server's /metrics has no apiserver_request_total"
+    );
+    let mut by_verb = BTreeMap::new();
+    for line in samples {
+        let Some(verb) = label(line, "verb").filter(|v| WRITE_VERBS.contains(v)) else {
+            continue;
+        };
+        if !counted(label(line, "resource").unwrap_or("")) {
+            continue;
+        }
+        let n = line
+            .rsplit(' ')
+            .next()
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("no value in {line:?}"));
+        *by_verb.entry(verb.to_string()).or_insert(0) += n as u64;
+    }
+    by_verb
+}
+
+/// The value of label `name` in a Prometheus sample line.
+pub fn label<'a>(line: &'a str, name: &str) -> Option<&'a str> {
+    let start = line.find(&format!("{name}=\""))? + name.len() + 2;
+    let len = line[start..].find('"')?;
+    Some(&line[start..start + len])
 }

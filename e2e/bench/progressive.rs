@@ -1,12 +1,12 @@
 //! A progressive rollout of a new image to the whole fleet, by a strategy a production fleet
 //! would use: `maxUnavailable` 10%, each namespace done once its controller has been healthy for
-//! `soakSeconds`. The bench stands in for the kubelet (e2e/kubelet.rs): pods running the new
+//! `soakSeconds`. The bench stands in for the kubelet (e2e/kubelet/ready_marker.rs): pods running the new
 //! image are marked Ready, so the real Deployment controller computes availability. Timed from
 //! the process start (a restart with the new config) until the Fleet is Complete; the peak of
 //! namespaces updating or unhealthy at once is sampled from the Deployments, against the budget.
 
 use crate::cluster::Flotilla;
-use crate::kubelet::Kubelet;
+use crate::kubelet::ReadyMarker;
 use crate::phase::{Phase, Scenario};
 use crate::probe::{Probe, wait_idle};
 use crate::procstat::Usage;
@@ -74,7 +74,7 @@ pub async fn run(
     let admin = phase.cluster.admin.clone();
     let idle = wait_idle(bench.idle_max, Some(&flotilla)).await;
     flotilla.stop();
-    let kubelet = Kubelet::start(&admin, "", &[]);
+    let kubelet = ReadyMarker::start(&admin, "", &[]);
     let moving = Moving::watch(&admin, image).await;
     phase.audit.take();
     let mut probe = Probe::start(&admin).await;

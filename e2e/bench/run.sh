@@ -7,8 +7,7 @@
 # (1800), BENCH_FLOTILLA_LOG (RUST_LOG), BENCH_BASELINES (1; 0 runs flotilla's scenarios only),
 # BENCH_WORKFLOWS (20000: the Workflows created in the last scenario),
 # BENCH_SCENARIOS (a subset, e.g. cold,steady; all by default, but the burst beyond 10,000
-# namespaces; e2e/bench/scenarios.rs), BENCH_TOKENS (1; 0 turns kube-controller-manager's token
-# controller off, as clusters from 1.24 on mint no token Secrets; the results say so),
+# namespaces; e2e/bench/scenarios.rs),
 # BENCH_KCM_QPS (kube-controller-manager's client rate limit, burst twice that: 100, and N/25
 # beyond N=2500; its default of 20 leaves a large fleet's ReplicaSets and pods minutes behind,
 # and at 100 it fell 3,000 Deployments behind at N=10,000),
@@ -35,7 +34,6 @@ export FLOTILLA_E2E_KCM_PORT=${FLOTILLA_E2E_KCM_PORT:-20257}
 export N=${N:-500}
 KCM_QPS=${BENCH_KCM_QPS:-$((N > 2500 ? N / 25 : 100))}
 export FLOTILLA_E2E_KCM_ARGS="--kube-api-qps=$KCM_QPS --kube-api-burst=$((2 * KCM_QPS))"
-if [ "${BENCH_TOKENS:-1}" = 0 ]; then export FLOTILLA_E2E_NO_SA_TOKENS=1; fi
 if [ "${FLOTILLA_E2E_DIR%/}" = /tmp/flotilla-e2e ]; then
   echo "bench: refusing to use the e2e suite's state dir /tmp/flotilla-e2e" >&2
   exit 1

@@ -1,11 +1,12 @@
 //! Which of flotilla's scenarios a run measures: `BENCH_SCENARIOS=cold,steady` for a subset,
 //! every one by default. The cold converge always runs (every other scenario starts from the
-//! fleet it converged), and each scenario brings the baselines it is judged against.
+//! fleet it converged), and each scenario brings the baselines it is judged against; but
+//! `BENCH_SCENARIOS=sleep` alone, which runs on a control plane of its own.
 
 use std::collections::BTreeSet;
 
 /// In the order they run.
-pub const ALL: [&str; 8] = [
+pub const ALL: [&str; 9] = [
     "cold",
     "steady",
     "restart",
@@ -14,6 +15,7 @@ pub const ALL: [&str; 8] = [
     "progressive",
     "burst",
     "workflows",
+    "sleep",
 ];
 
 /// Kubernetes' scalability threshold for namespaces in one cluster: by default the burst (which
@@ -64,6 +66,14 @@ impl Scenarios {
                 .join(",")
         );
         Ok(Scenarios { chosen, said })
+    }
+
+    /// Only the sleep scenario, which runs on a control plane of its own: no cold converge.
+    pub fn only_sleep(&self) -> bool {
+        self.chosen.iter().all(|s| matches!(*s, "cold" | "sleep"))
+            && self.chosen.contains("sleep")
+            && std::env::var("BENCH_SCENARIOS")
+                .is_ok_and(|s| !s.split(',').any(|s| s.trim() == "cold"))
     }
 
     pub fn has(&self, name: &str) -> bool {

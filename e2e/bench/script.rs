@@ -2,7 +2,6 @@
 //! --server-side`, one namespace after the other. Run on a sample and extrapolated to N.
 
 use crate::audit::{Actor, AuditTail};
-use crate::baselines::SCRIPT;
 use crate::cluster::Cluster;
 use crate::probe::{Probe, wait_idle};
 use crate::report::Row;
@@ -12,6 +11,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
+
+pub const SCRIPT: &str = "script (render|kubectl)";
 
 pub async fn run(
     bench: &Bench,

@@ -1,5 +1,5 @@
-//! Workflows: what counting them costs flotilla. Argo's Workflow CRD (its minimal form,
-//! e2e/workflow-crd.yaml) is installed while flotilla runs the fleet; once every NamespaceWorker
+//! Workflows: what counting them costs flotilla. Argo's Workflow CRD (of the release
+//! e2e/build.sh built) is installed while flotilla runs the fleet; once every NamespaceWorker
 //! counts, W Workflows (BENCH_WORKFLOWS, default 20,000) are created across the fleet, one in ten
 //! without the instanceid label. Measured: the time until every NamespaceWorker shows its
 //! ignored ones, and flotilla's resident memory before and after, per Workflow. flotilla keeps
@@ -101,14 +101,26 @@ async fn wait_for<F: Fn(&[(String, Option<u32>)]) -> bool>(
     }
 }
 
+/// Argo's Workflow CRD, from the release e2e/build.sh built.
+fn argo_workflow_crd(repo: &std::path::Path) -> std::path::PathBuf {
+    let out = std::process::Command::new("bash")
+        .arg(repo.join("e2e/build.sh"))
+        .args(["path", "argo"])
+        .output()
+        .expect("bash runs");
+    assert!(out.status.success(), "e2e/build.sh path argo failed");
+    let dir = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    std::path::Path::new(&dir).join("crds/argoproj.io_workflows.yaml")
+}
+
 pub async fn run(phase: &mut Phase<'_>, flotilla: &Flotilla) -> (Row, Counted) {
     let total: usize = std::env::var("BENCH_WORKFLOWS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(20_000);
     let admin = phase.cluster.admin.clone();
-    let text = std::fs::read_to_string(phase.cluster.repo.join("e2e/workflow-crd.yaml"))
-        .expect("e2e/workflow-crd.yaml");
+    let text = std::fs::read_to_string(argo_workflow_crd(&phase.cluster.repo))
+        .expect("Argo's Workflow CRD, built by e2e/build.sh");
     let crd: CustomResourceDefinition = serde_saphyr::from_str(&text).expect("the CRD parses");
     let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
     crds.patch(

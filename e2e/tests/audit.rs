@@ -63,6 +63,15 @@ impl AuditWindow {
         text
     }
 
+    /// Completed requests by anyone in the window.
+    pub fn all_requests(&self) -> Vec<serde_json::Value> {
+        self.text()
+            .lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .filter(|e| e["stage"] == "ResponseComplete")
+            .collect()
+    }
+
     /// Completed requests by `username` in the window (only lines mentioning `needle`, if given:
     /// much quicker than parsing every line).
     pub fn requests(&self, username: &str, needle: Option<&str>) -> Vec<serde_json::Value> {
@@ -72,6 +81,17 @@ impl AuditWindow {
             .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
             .filter(|e| e["stage"] == "ResponseComplete" && e["user"]["username"] == username)
             .collect()
+    }
+
+    /// Whether the log holds a request, anyone's, received at `moment` or later: the window
+    /// covers what was received before it (requests are logged as they complete).
+    pub fn reaches(&self, moment: k8s_openapi::jiff::Timestamp) -> bool {
+        self.text().lines().rev().any(|line| {
+            serde_json::from_str::<serde_json::Value>(line)
+                .ok()
+                .and_then(|e| e["requestReceivedTimestamp"].as_str()?.parse().ok())
+                .is_some_and(|received: k8s_openapi::jiff::Timestamp| received >= moment)
+        })
     }
 
     /// Write requests (create, update, patch, delete) by `username`, as "verb URI". Renewals of
@@ -101,6 +121,15 @@ impl AuditWindow {
             .count()
     }
 
+    /// When the first successful write of the Lease `name` by `username` was received.
+    pub fn lease_taken(&self, username: &str, name: &str) -> Option<k8s_openapi::jiff::Timestamp> {
+        self.requests(username, Some(&format!("/leases/{name}")))
+            .iter()
+            .filter(|e| is_write(e) && e["responseStatus"]["code"] == 200)
+            .filter_map(received)
+            .min()
+    }
+
     /// Writes (renewals, acquisitions) of the leader Lease `name` by `username`.
     pub fn lease_writes(&self, username: &str, name: &str) -> usize {
         self.requests(username, Some(&format!("/leases/{name}")))
@@ -115,4 +144,9 @@ pub fn is_write(entry: &serde_json::Value) -> bool {
         entry["verb"].as_str(),
         Some("create" | "update" | "patch" | "delete" | "deletecollection")
     )
+}
+
+/// When `entry` was received by the API server.
+pub fn received(entry: &serde_json::Value) -> Option<k8s_openapi::jiff::Timestamp> {
+    entry["requestReceivedTimestamp"].as_str()?.parse().ok()
 }

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 /// A quota that allows no ConfigMap in `namespace`, created (and its status computed by the
 /// controller-manager) before anything is opted in.
-async fn forbid_config_maps(client: &kube::Client, namespace: &str) {
+pub async fn forbid_config_maps(client: &kube::Client, namespace: &str) {
     let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), namespace);
     let quota: ResourceQuota = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "no-config-maps"},
@@ -123,7 +123,14 @@ async fn namespaces_that_keep_failing_retry_at_a_rate_that_decays() {
     for name in &names {
         fleet.set_opt_in(&client, name, Some("on")).await;
     }
-    tokio::time::sleep(Duration::from_secs(60)).await;
+    // The measure is the 60 s from the first opt-in: read once the log has gone past them.
+    let end = started + k8s_openapi::jiff::SignedDuration::from_secs(60);
+    eventually_within(
+        Duration::from_secs(90),
+        "the audit log past 60 s",
+        || async { audit.reaches(end).then_some(()) },
+    )
+    .await;
     // Every request flotilla made for these namespaces, by 10 s from the first opt-in.
     let in_fleet = |e: &serde_json::Value| {
         let uri = e["requestURI"].as_str().unwrap_or_default();
@@ -209,14 +216,21 @@ async fn an_object_created_while_flotilla_decides_the_name_is_free_is_never_modi
     let won: Vec<&(String, Option<ConfigMap>)> =
         outcomes.iter().filter(|(_, c)| c.is_some()).collect();
     println!("their object came first in {} of {N} namespaces", won.len());
-    // Wait until flotilla has done what it will: every namespace has its worker status.
+    // Wait until flotilla has done what it will: every namespace has its worker status, and
+    // where theirs came first, flotilla has found the conflict.
     for ns in &names {
         eventually(&format!("{ns}'s NamespaceWorker"), || async {
             worker_of(&client, ns).await?.status.map(|_| ())
         })
         .await;
     }
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    for (ns, _) in &won {
+        eventually(&format!("{ns} in Conflict"), || async {
+            let status = worker_of(&client, ns).await?.status?;
+            (status.phase == Phase::Conflict).then_some(())
+        })
+        .await;
+    }
     for (ns, created) in won {
         let created = created.as_ref().unwrap();
         let live = Api::<ConfigMap>::namespaced(client.clone(), ns)

@@ -146,6 +146,7 @@ impl RunningPod {
             .expect("the image has an entrypoint");
         argv.extend(container.args.clone().unwrap_or_default());
         let spec = PodSpec {
+            netns: None,
             rootfs: rootfs.clone(),
             mounts,
             uid: uid as u32,

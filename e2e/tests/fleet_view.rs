@@ -146,9 +146,6 @@ async fn worker_phase_follows_the_controller_deployment() {
     );
     set_pods_ready(&client, ns, true).await;
     wait_phase(&client, ns, Phase::Ready).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    recorder.abort();
-    let seen = seen.lock().unwrap().clone();
     let expected = [
         Phase::Pending,
         Phase::Progressing,
@@ -156,6 +153,17 @@ async fn worker_phase_follows_the_controller_deployment() {
         Phase::Degraded,
         Phase::Ready,
     ];
+    let in_order = |seen: &[Phase]| {
+        let mut rest = seen.iter();
+        expected.iter().all(|want| rest.any(|p| p == want))
+    };
+    // The watcher sees the last write a moment after flotilla made it.
+    eventually("the watcher to see every phase in order", || async {
+        in_order(&seen.lock().unwrap()).then_some(())
+    })
+    .await;
+    recorder.abort();
+    let seen = seen.lock().unwrap().clone();
     let mut rest = seen.iter();
     for want in expected {
         assert!(
@@ -222,7 +230,7 @@ async fn events_are_published_once_per_occurrence() {
     ];
     // Several resyncs later, still one Applied Event, on the NamespaceWorker: routine news is
     // not repeated on the Namespace.
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    reconciled_again(&flotilla, ns, 3).await;
     let applied = events(&client, "NamespaceWorker", &worker_uid, "Applied").await;
     assert_eq!(applied.len(), 1, "{applied:?}");
     assert_eq!(applied[0].count, Some(1), "a single occurrence");
@@ -241,7 +249,7 @@ async fn events_are_published_once_per_occurrence() {
         .await
         .unwrap();
     wait_phase(&client, ns, Phase::RenderFailed).await;
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    reconciled_again(&flotilla, ns, 3).await;
     assert_eq!(
         events(&client, "NamespaceWorker", &worker_uid, "DriftRepaired")
             .await
@@ -265,7 +273,7 @@ async fn events_are_published_once_per_occurrence() {
             .then_some(())
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    reconciled_again(&flotilla, ns, 3).await;
     assert_eq!(
         events(&client, "Namespace", &namespace_uid, "Reaped")
             .await
@@ -321,8 +329,13 @@ async fn an_edit_loop_costs_at_most_one_event_write_a_minute() {
         },
     )
     .await;
-    // Give the audit log a moment to hold the request that wrote it.
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // The audit log holds the request that wrote it (its create, then the update that counts).
+    let named = event.metadata.name.clone().unwrap_or_default();
+    eventually("the audit log to hold the Event's update", || async {
+        let writes = audit.requests(FLOTILLA_USER, Some(&named));
+        (writes.iter().filter(|e| is_write(e)).count() >= 2).then_some(())
+    })
+    .await;
     let requests = audit.requests(FLOTILLA_USER, None);
     let writes_of = |resource: &str| -> Vec<String> {
         requests
@@ -448,14 +461,14 @@ async fn overrides_change_only_their_namespace_and_a_bad_one_changes_nothing() {
         message.contains("does not match the allowed pattern"),
         "{message}"
     );
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    // The window holds flotilla's writes: the RenderFailed status it wrote is in it.
-    let status_writes = audit
-        .requests(
-            FLOTILLA_USER,
-            Some(&format!("namespaceworkers/{canary}/status")),
-        )
-        .len();
+    // The window holds flotilla's writes: the RenderFailed status it wrote, after which that
+    // reconcile wrote nothing more.
+    let status_path = format!("namespaceworkers/{canary}/status");
+    let status_writes = eventually("the RenderFailed status write in the audit log", || async {
+        let writes = audit.requests(FLOTILLA_USER, Some(&status_path)).len();
+        (writes > 0).then_some(writes)
+    })
+    .await;
     assert!(status_writes > 0, "no status write for {canary} seen");
     assert_eq!(audit.writes_in(FLOTILLA_USER, canary), 0);
     assert_eq!(image_of(canary).await.as_deref(), Some(canary_image));
@@ -589,4 +602,14 @@ async fn a_fleet_with_a_degraded_and_a_render_failed_namespace_at_a_glance() {
     for ns in [ready, degraded, broken] {
         let _ = namespaces.delete(ns, &DeleteParams::default()).await;
     }
+}
+
+/// Waits until `flotilla` has reconciled `namespace` `n` more times (with `resyncSeconds: 1`, so
+/// many resyncs later): what was told once would have been told again by now.
+async fn reconciled_again(flotilla: &Flotilla, namespace: &str, n: usize) {
+    let before = reconciles_of(flotilla, namespace);
+    eventually(&format!("{n} more reconciles of {namespace}"), || async {
+        (reconciles_of(flotilla, namespace) >= before + n).then_some(())
+    })
+    .await;
 }

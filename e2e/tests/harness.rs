@@ -3,11 +3,10 @@
 //! no test can see (or reap) another's objects.
 
 pub use crate::audit::{AuditWindow, FLOTILLA_USER};
-use crate::common::{
-    apiserver_writes, flotilla_command, log_tail, spawn_flotilla, terminate,
-    write_service_account_kubeconfig,
-};
 pub use crate::common::{client_for, kubectl};
+use crate::common::{
+    flotilla_command, log_tail, spawn_flotilla, terminate, write_service_account_kubeconfig,
+};
 use flotilla::kinds::Kind;
 use flotilla::ownership;
 use k8s_openapi::api::core::v1::{Event, Namespace};
@@ -44,6 +43,8 @@ pub fn env() -> &'static Env {
             &admin_kubeconfig,
             &["apply", "-k", repo.join("manifests").to_str().unwrap()],
         );
+        // Generated for flotilla.yaml's selector, not for the tests' own (admission_policy.rs).
+        crate::admission_policy::remove_as(&admin_kubeconfig);
         let dir = tempfile::tempdir().unwrap();
         let flotilla_kubeconfig = dir.path().join("flotilla.kubeconfig");
         kubeconfig_for("flotilla", &flotilla_kubeconfig);
@@ -728,18 +729,61 @@ pub async fn delete_namespaces_and_wait(client: &Client, names: &[impl AsRef<str
     .await;
 }
 
-/// Write requests (POST, PUT, PATCH, DELETE) the API server has served for `resources`,
-/// from its own `apiserver_request_total` counter.
-pub async fn write_requests(client: &Client, resources: &[&str]) -> u64 {
-    apiserver_writes(client, |resource| resources.contains(&resource))
-        .await
-        .values()
-        .sum()
-}
-
 /// A second ServiceAccount with flotilla's rights, so that the standby's requests can be told
 /// apart from the leader's in the audit log. Its username:
 pub const STANDBY_USER: &str = "system:serviceaccount:flotilla-system:flotilla-standby";
+
+/// Two replicas of a slow fleet (5 requests a second) caught in the middle of stamping
+/// namespaces, with writes waiting for the rate limit and in flight: a leader as flotilla's
+/// ServiceAccount and a standby as [`STANDBY_USER`].
+pub struct Busy {
+    pub fleet: Fleet,
+    pub names: Vec<String>,
+    pub leader: Flotilla,
+    pub standby: Flotilla,
+    /// Opened before the namespaces were opted in.
+    pub audit: AuditWindow,
+    pub dir: tempfile::TempDir,
+}
+
+/// Fleet `name` with a lease of `lease` seconds and `count` namespaces `name-0`...: the leader
+/// leads, the standby's caches are synced, then the namespaces are opted in; returns once the
+/// leader has created objects.
+pub async fn busy_leader(client: &Client, name: &str, lease: u64, count: usize) -> Busy {
+    let fleet = Fleet::new(name)
+        .with(
+            "leaderElection",
+            serde_json::json!({"leaseDurationSeconds": lease}),
+        )
+        .with("apiQps", 5.into())
+        .with("apiBurst", 5.into());
+    let names: Vec<String> = (0..count).map(|i| format!("{name}-{i}")).collect();
+    for name in &names {
+        fleet.namespace(client, name, false).await;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let standby_config = standby_kubeconfig(dir.path());
+    let leader = fleet.start_as("leader", &env().flotilla_kubeconfig);
+    eventually("the first replica to lead", || async {
+        leader.leads().await.then_some(())
+    })
+    .await;
+    let standby = fleet.start_as("standby", &standby_config);
+    standby.wait_log("caches synced").await;
+    let audit = AuditWindow::open();
+    for name in &names {
+        fleet.set_opt_in(client, name, Some("on")).await;
+    }
+    leader.wait_log("created").await;
+    Busy {
+        fleet,
+        names,
+        leader,
+        standby,
+        audit,
+        dir,
+    }
+}
 
 /// A kubeconfig for [`STANDBY_USER`], written into `dir`.
 pub fn standby_kubeconfig(dir: &std::path::Path) -> std::path::PathBuf {

@@ -2,7 +2,8 @@
 //! Read from README.md itself, so the two cannot drift apart. Two commands cannot run here and
 //! have stand-ins: the push to a registry (to an `oci-archive:` file instead, which the pod then
 //! runs from, as a node would pull it) and the Argo CRDs' install (from GitHub, which this network
-//! does not reach: the minimal Workflow CRD, e2e/workflow-crd.yaml, instead). The label and namespace are this test's own, not the README's.
+//! does not reach: Argo's CRDs of the release e2e/build.sh built, instead). The label and
+//! namespace are this test's own, not the README's.
 
 use crate::fleet_pod::{RunningPod, take_pod_port};
 use crate::harness::*;
@@ -15,27 +16,27 @@ const SECTION: &str = "## Install on your cluster";
 const OVERLAY: &str = "my-flotilla/kustomization.yaml";
 const REGISTRY_IMAGE: &str = "registry.example.com/flotilla";
 /// How each of the README's commands starts, in the README's order.
-const STEPS: [&str; 6] = [
+const STEPS: [&str; 7] = [
     "make -C flotilla image",
     "skopeo copy",
     "kubectl apply -k",
     "kubectl apply --server-side -k",
     "kubectl label namespace",
     "kubectl get nsw",
+    "jq -r '.manifests[]",
 ];
+/// The media type of the SBOM `make image` attaches (image/sbom.sh).
+const SBOM: &str = "application/vnd.cyclonedx+json";
 
-/// The fenced code blocks of the README's install section, as (language, text).
-fn install_section_blocks() -> Vec<(String, String)> {
+/// The fenced code blocks of the README's section `heading` (up to the next `## `), as
+/// (language, text); and the section's text.
+pub fn readme_blocks(heading: &str) -> (Vec<(String, String)>, String) {
     let readme = std::fs::read_to_string(env().repo.join("README.md")).unwrap();
     let start = readme
-        .find(SECTION)
-        .expect("the README has an install section");
-    let section = &readme[start + SECTION.len()..];
+        .find(heading)
+        .unwrap_or_else(|| panic!("the README has a section {heading}"));
+    let section = &readme[start + heading.len()..];
     let section = &section[..section.find("\n## ").unwrap_or(section.len())];
-    assert!(
-        section.contains(OVERLAY),
-        "the README names the overlay file {OVERLAY}"
-    );
     let mut blocks = Vec::new();
     let mut current: Option<(String, String)> = None;
     for line in section.lines() {
@@ -50,12 +51,47 @@ fn install_section_blocks() -> Vec<(String, String)> {
             (None, None) => {}
         }
     }
-    blocks
+    (blocks, section.to_string())
+}
+
+/// The commands of the `sh` blocks, one a line, without their comments, each stand-in
+/// (from, to) put in; and whether each stand-in was used.
+pub fn shell_commands(
+    blocks: &[(String, String)],
+    stand_ins: &[(String, String)],
+) -> (Vec<String>, Vec<bool>) {
+    let mut used = vec![false; stand_ins.len()];
+    let mut commands = Vec::new();
+    for (_, text) in blocks.iter().filter(|(l, _)| l == "sh") {
+        for line in text.lines() {
+            let mut command = line.split("  #").next().unwrap().trim().to_string();
+            for (i, (from, to)) in stand_ins.iter().enumerate() {
+                if command.contains(from.as_str()) {
+                    command = command.replace(from.as_str(), to);
+                    used[i] = true;
+                }
+            }
+            commands.push(command);
+        }
+    }
+    (commands, used)
+}
+
+/// Which of `steps` (how each command starts) `command` is; a new command fails the test until
+/// the test knows what to check after it.
+pub fn step_of<'a>(steps: &[&'a str], command: &str) -> &'a str {
+    steps
+        .iter()
+        .copied()
+        .find(|s| command.starts_with(s))
+        .unwrap_or_else(|| {
+            panic!("the README has a command no step of this test checks: {command}")
+        })
 }
 
 /// Runs one of the README's shell commands in `dir` as the cluster admin, in the environment
 /// the test was started in; returns stdout.
-fn sh(dir: &std::path::Path, command: &str) -> String {
+pub fn sh(dir: &std::path::Path, command: &str) -> String {
     let mut cmd = Command::new("bash");
     cmd.args(["-euo", "pipefail", "-c", command])
         .current_dir(dir)
@@ -116,51 +152,46 @@ async fn install_on_your_cluster_as_the_readme_says() {
             format!("flotilla/target/image:{version}"),
             built.reference(),
         ),
+        (
+            "flotilla/target/image/".to_string(),
+            format!("{}/", built.layout.display()),
+        ),
         ("team-a".to_string(), "install-a".to_string()),
         (
             "flotilla.dev/enabled=true".to_string(),
             format!("{}=on", fleet.label),
         ),
     ];
-    let blocks = install_section_blocks();
+    let (blocks, section) = readme_blocks(SECTION);
+    assert!(
+        section.contains(OVERLAY),
+        "the README names the overlay file {OVERLAY}"
+    );
     let languages: Vec<&str> = blocks.iter().map(|(l, _)| l.as_str()).collect();
     assert_eq!(
         languages,
-        ["sh", "yaml", "sh"],
-        "build and push, overlay, install"
+        ["sh", "yaml", "sh", "sh"],
+        "build and push, overlay, install, the SBOM"
     );
-    let mut used = vec![false; stand_ins.len()];
-    let mut commands = Vec::new();
-    for (_, text) in blocks.iter().filter(|(l, _)| l == "sh") {
-        for line in text.lines() {
-            let mut command = line.split("  #").next().unwrap().trim().to_string();
-            for (i, (from, to)) in stand_ins.iter().enumerate() {
-                if command.contains(from.as_str()) {
-                    command = command.replace(from.as_str(), to);
-                    used[i] = true;
-                }
-            }
-            commands.push(command);
-        }
-    }
+    let (commands, used) = shell_commands(&blocks, &stand_ins);
     std::fs::create_dir_all(work.path().join("my-flotilla")).unwrap();
     std::fs::write(work.path().join(OVERLAY), &blocks[1].1).unwrap();
     fleet.namespace(&client, "install-a", false).await;
     let mut running = None;
+    let mut policy = None;
     let mut steps = Vec::new();
     for command in &commands {
-        let step = STEPS
-            .into_iter()
-            .find(|s| command.starts_with(s))
-            .unwrap_or_else(|| panic!("the README's install section has a new command: {command}"));
+        let step = step_of(&STEPS, command);
         steps.push(step);
         match step {
             "make -C flotilla image" => {
                 sh(work.path(), command);
-                // Reproducible: a second build of the same commit has the same digest.
-                let first = built.digest();
+                // Reproducible: a second build of the same commit has the same digest, and
+                // attaches the same SBOM.
+                let first = (built.digest(), built.referrer(SBOM).0);
                 sh(work.path(), "bash flotilla/image/build.sh");
-                assert_eq!(built.digest(), first, "two builds, two digests");
+                let second = (built.digest(), built.referrer(SBOM).0);
+                assert_eq!(second, first, "two builds, two digests");
             }
             "skopeo copy" => {
                 sh(work.path(), command);
@@ -199,12 +230,30 @@ async fn install_on_your_cluster_as_the_readme_says() {
                 let live = deployments.get("flotilla").await.unwrap();
                 let image = live.spec.template.spec.unwrap().containers[0].image.clone();
                 assert_eq!(image, Some(format!("{REGISTRY_IMAGE}:{version}")));
+                // The install bounds flotilla's token in the API server; the policy is generated
+                // for flotilla.yaml's selector, so the one for this test's own takes its place:
+                // everything below is stamped through it.
+                let installed = kubectl(
+                    &env().admin_kubeconfig,
+                    &[
+                        "get",
+                        "validatingadmissionpolicy",
+                        flotilla::admission::POLICY,
+                        "-o",
+                        "name",
+                    ],
+                );
+                assert!(
+                    installed.contains(flotilla::admission::POLICY),
+                    "{installed}"
+                );
+                policy = Some(crate::admission_policy::Installed::for_fleet(&fleet));
             }
             // The Argo CRDs come from GitHub, out of this network's reach: the minimal Workflow
             // CRD stands in for them.
             "kubectl apply --server-side -k" => {
                 assert!(command.contains("argoproj/argo-workflows"));
-                crate::workflows::install_workflow_crd(&client).await;
+                crate::argo_world::install_argo_crds(&client).await;
             }
             "kubectl label namespace" => {
                 let image = Image {
@@ -232,6 +281,11 @@ async fn install_on_your_cluster_as_the_readme_says() {
                     .await;
                 assert!(shown.starts_with("NAME "), "{shown}");
             }
+            // The README's way to the SBOM finds the one attached to the image.
+            "jq -r '.manifests[]" => {
+                let printed = sh(work.path(), command);
+                assert_eq!(printed.trim(), built.referrer(SBOM).0);
+            }
             _ => unreachable!("every step is matched"),
         }
     }
@@ -254,7 +308,7 @@ async fn install_on_your_cluster_as_the_readme_says() {
     .await;
     let (pod, _lock) = running.unwrap();
     assert!(pod.stop().is_empty());
-    // The rest of the suite runs with manifests/ as it is.
+    // The rest of the suite runs with manifests/ as it is, without the admission policy.
     kubectl(
         &env().admin_kubeconfig,
         &[
@@ -263,5 +317,6 @@ async fn install_on_your_cluster_as_the_readme_says() {
             env().repo.join("manifests").to_str().unwrap(),
         ],
     );
+    drop(policy);
     delete_namespaces(&client, &["install-a"]).await;
 }

@@ -16,49 +16,19 @@ async fn wait_leads(replica: &Flotilla, what: &str, within: Duration) -> Duratio
     started.elapsed()
 }
 
-/// When the first successful write of the Lease by `username` in `audit` was received.
-fn acquired_at(audit: &AuditWindow, username: &str, lease: &str) -> Option<Timestamp> {
-    audit
-        .requests(username, Some(&format!("/leases/{lease}")))
-        .into_iter()
-        .filter(|e| crate::audit::is_write(e) && e["responseStatus"]["code"] == 200)
-        .filter_map(|e| e["requestReceivedTimestamp"].as_str()?.parse().ok())
-        .min()
-}
-
 #[tokio::test]
 async fn a_leader_frozen_past_its_lease_writes_nothing_once_it_wakes() {
     let client = admin().await;
-    // A slow leader (5 requests a second): when it freezes, it is in the middle of stamping
-    // namespaces, with writes waiting for the rate limit.
-    let fleet = Fleet::new("frozen")
-        .with(
-            "leaderElection",
-            serde_json::json!({"leaseDurationSeconds": 4}),
-        )
-        .with("apiQps", 5.into())
-        .with("apiBurst", 5.into());
-    let dir = tempfile::tempdir().unwrap();
-    let standby_config = standby_kubeconfig(dir.path());
-    let names: Vec<String> = (0..6).map(|i| format!("frozen-{i}")).collect();
-    for name in &names {
-        fleet.namespace(&client, name, false).await;
-    }
-    let leader = fleet.start_as("leader", &env().flotilla_kubeconfig);
-    wait_leads(
-        &leader,
-        "the first replica to lead",
-        Duration::from_secs(30),
-    )
-    .await;
-    let standby = fleet.start_as("standby", &standby_config);
-    standby.wait_log("caches synced").await;
-
-    let audit = AuditWindow::open();
-    for name in &names {
-        fleet.set_opt_in(&client, name, Some("on")).await;
-    }
-    leader.wait_log("created").await;
+    // When the leader freezes, it is in the middle of stamping namespaces, with writes waiting
+    // for the rate limit.
+    let Busy {
+        fleet,
+        names,
+        leader,
+        standby,
+        audit,
+        dir: _dir,
+    } = busy_leader(&client, "frozen", 4, 6).await;
     leader.signal("STOP");
     let takeover = wait_leads(
         &standby,
@@ -83,7 +53,9 @@ async fn a_leader_frozen_past_its_lease_writes_nothing_once_it_wakes() {
     // Every write the old leader made after the new one took the Lease: none. The window holds
     // both replicas' requests: the new leader's takeover, the old one's Lease reads after waking.
     let lease = &fleet.instance;
-    let taken = acquired_at(&audit, STANDBY_USER, lease).expect("the standby's takeover is logged");
+    let taken = audit
+        .lease_taken(STANDBY_USER, lease)
+        .expect("the standby's takeover is logged");
     let woke = audit.lease_reads(FLOTILLA_USER, lease);
     assert!(woke > 0, "no Lease read by the old leader after it woke");
     let late: Vec<String> = audit
@@ -115,7 +87,9 @@ async fn a_leader_frozen_past_its_lease_writes_nothing_once_it_wakes() {
     );
     // Nor did it win the Lease back.
     assert_eq!(
-        acquired_at(&audit, FLOTILLA_USER, lease).filter(|t| *t > taken),
+        audit
+            .lease_taken(FLOTILLA_USER, lease)
+            .filter(|t| *t > taken),
         None
     );
     delete_namespaces(&client, &names).await;

@@ -2,7 +2,9 @@
 //! kube-apiserver, kube-controller-manager). flotilla runs as a process under the token of its
 //! own ServiceAccount, bound to the ClusterRole from manifests/. Run with `make test`.
 
+mod admission_policy;
 mod argo_server;
+mod argo_world;
 mod audit;
 mod cold_restart;
 #[path = "../common.rs"]
@@ -12,16 +14,25 @@ mod failures;
 mod faults;
 mod fleet_pod;
 mod fleet_view;
+mod handover;
 mod harness;
+mod helm;
 mod image;
 mod install;
-#[path = "../kubelet.rs"]
+#[path = "../kubelet/mod.rs"]
 mod kubelet;
 mod leadership;
 mod live_config;
 mod model;
+mod monitoring;
 mod pod;
+#[path = "../../src/telemetry/queries.rs"]
+mod queries;
+mod real_argo;
 mod rollout;
+mod sbom;
 mod scenarios;
 mod security;
+mod shed;
+mod sleep;
 mod workflows;

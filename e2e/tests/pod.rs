@@ -12,12 +12,11 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Container;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
-use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
-/// Where kube-rs's in-cluster config finds the ServiceAccount's credentials.
-pub const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+pub use crate::kubelet::sandbox::{PodSpec, SERVICE_ACCOUNT_DIR, write_volume};
 
 /// The OCI layout `make image` writes: `<cargo target dir>/image`, tagged with the crate version.
 pub struct Image {
@@ -50,7 +49,8 @@ impl Image {
         format!("{}:{}", self.layout.display(), self.tag)
     }
 
-    fn blob(&self, digest: &str) -> serde_json::Value {
+    /// A blob of the layout, parsed as JSON.
+    pub fn blob(&self, digest: &str) -> serde_json::Value {
         let hex = digest.strip_prefix("sha256:").unwrap();
         let path = self.layout.join("blobs/sha256").join(hex);
         serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
@@ -66,6 +66,21 @@ impl Image {
             .find(|m| m["annotations"]["org.opencontainers.image.ref.name"] == self.tag.as_str())
             .unwrap_or_else(|| panic!("no tag {} in {index}", self.tag));
         tagged["digest"].as_str().unwrap().to_string()
+    }
+
+    /// The manifest attached to the image with an artifactType of `artifact_type`
+    /// (image/sbom.sh's SBOM), by its digest: listed in index.json, its subject the image.
+    pub fn referrer(&self, artifact_type: &str) -> (String, serde_json::Value) {
+        let index = read_json(&self.layout.join("index.json"));
+        let listed = index["manifests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["artifactType"] == artifact_type)
+            .unwrap_or_else(|| panic!("no {artifact_type} in {index}: run `make image`"));
+        let digest = listed["digest"].as_str().unwrap().to_string();
+        let manifest = self.blob(&digest);
+        (digest, manifest)
     }
 
     /// The image config (`config.Labels`, `config.User`, `config.Entrypoint`, ...).
@@ -118,24 +133,6 @@ pub fn container_port(container: &Container, name: &str) -> i32 {
         .find(|p| p.name.as_deref() == Some(name))
         .unwrap_or_else(|| panic!("no container port named {name}"))
         .container_port
-}
-
-/// Writes `files` into `dir` as the kubelet writes a ConfigMap, Secret or projected volume:
-/// the files in a timestamped directory, `..data` pointing at it, each name a symlink into
-/// `..data`. Readable by the pod's user, as the volume's default mode 0644 makes them.
-pub fn write_volume(dir: &Path, files: &BTreeMap<String, Vec<u8>>) {
-    let data = dir.join("..2026_01_01_00_00_00.000000000");
-    std::fs::create_dir_all(&data).unwrap();
-    for (name, content) in files {
-        let file = data.join(name);
-        std::fs::write(&file, content).unwrap();
-        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
-        symlink(format!("..data/{name}"), dir.join(name)).unwrap();
-    }
-    symlink(data.file_name().unwrap(), dir.join("..data")).unwrap();
-    for d in [dir, &data] {
-        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
 }
 
 /// One entry of a root filesystem, with everything a write would change.
@@ -199,88 +196,4 @@ pub fn changes(before: &BTreeMap<String, Entry>, after: &BTreeMap<String, Entry>
             .map(|p| format!("removed {p}")),
     );
     changed
-}
-
-/// A pod's worth of set-up: what is mounted where, who runs what.
-pub struct PodSpec {
-    pub rootfs: PathBuf,
-    /// (host directory, path in the pod, read-only)
-    pub mounts: Vec<(PathBuf, String, bool)>,
-    pub uid: u32,
-    pub gid: u32,
-    pub argv: Vec<String>,
-    pub env: BTreeMap<String, String>,
-}
-
-/// Single-quoted for sh; the test's own paths never hold a quote.
-fn quoted(path: &Path) -> String {
-    let text = path.display().to_string();
-    assert!(!text.contains('\''), "{text}");
-    format!("'{text}'")
-}
-
-impl PodSpec {
-    /// The directories the runtime mounts over, made in the rootfs before the pod starts (a
-    /// container runtime makes them too); take a rootfs manifest after this.
-    pub fn make_mount_points(&self) {
-        for target in ["/proc", "/dev"]
-            .into_iter()
-            .chain(self.mounts.iter().map(|(_, t, _)| t.as_str()))
-        {
-            std::fs::create_dir_all(self.rootfs.join(target.trim_start_matches('/'))).unwrap();
-        }
-    }
-
-    /// Starts the pod's process; stdout and stderr go to `log` (outside the pod).
-    pub fn start(&self, log: &Path) -> Child {
-        let root = &self.rootfs;
-        let mut script = vec![
-            "set -e".to_string(),
-            // The root read-only, as readOnlyRootFilesystem makes it.
-            format!("mount --bind {0} {0}", quoted(root)),
-            format!("mount -o remount,bind,ro {}", quoted(root)),
-            format!("mount -t proc proc {}", quoted(&root.join("proc"))),
-            // The devices every container gets.
-            format!(
-                "mount -t tmpfs -o nosuid,mode=0755 tmpfs {}",
-                quoted(&root.join("dev"))
-            ),
-        ];
-        for device in ["null", "zero", "full", "random", "urandom", "tty"] {
-            let target = quoted(&root.join("dev").join(device));
-            script.push(format!("touch {target}"));
-            script.push(format!("mount --bind /dev/{device} {target}"));
-        }
-        for (source, target, read_only) in &self.mounts {
-            let target = quoted(&root.join(target.trim_start_matches('/')));
-            script.push(format!("mount --bind {} {target}", quoted(source)));
-            if *read_only {
-                script.push(format!("mount -o remount,bind,ro {target}"));
-            }
-        }
-        script.push(format!(
-            "exec chroot --userspec={}:{} {} \"$@\"",
-            self.uid,
-            self.gid,
-            quoted(root)
-        ));
-        let out = std::fs::File::create(log).unwrap();
-        Command::new("unshare")
-            .args(["--mount", "--propagation", "private", "--", "sh", "-c"])
-            .arg(script.join("\n"))
-            .arg("sh")
-            .args(&self.argv)
-            // Only what the kubelet would set: no KUBECONFIG, no HOME.
-            .env_clear()
-            .env(
-                "PATH",
-                "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-            )
-            .envs(&self.env)
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().unwrap())
-            .stderr(out)
-            .spawn()
-            .expect("unshare starts")
-    }
 }

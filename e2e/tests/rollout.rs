@@ -1,11 +1,11 @@
 //! Rollouts on the real control plane: revisions reach the fleet canaries first, a few
 //! namespaces at a time, each only once the one before is healthy; a bad revision stops or
 //! rolls back; pause holds across a failover; undo returns the fleet. The pods are marked
-//! ready (the suite has no kubelet: e2e/kubelet.rs stands in) only when they run an image the
+//! ready (the suite has no kubelet: e2e/kubelet/ready_marker.rs stands in) only when they run an image the
 //! test accepts.
 
 use crate::harness::*;
-use crate::kubelet::Kubelet;
+use crate::kubelet::ReadyMarker;
 use flotilla::rollout::Phase;
 use flotilla::rollout::fleet::Fleet as FleetObject;
 use flotilla::status::{NamespaceWorker, Phase as WorkerPhase};
@@ -170,7 +170,7 @@ async fn wait_all_at(client: &kube::Client, names: &[String], image: &str) {
 }
 
 /// `flotilla rollout status --watch`'s exit code, waited for without blocking the test's
-/// runtime: the Kubelet task has to go on marking pods ready meanwhile.
+/// runtime: the ReadyMarker task has to go on marking pods ready meanwhile.
 async fn watch_rollout(fleet: &Fleet, limit: Duration) -> i32 {
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_flotilla"))
         .args(["rollout", "status", "--watch", "--config"])
@@ -207,7 +207,7 @@ async fn a_good_revision_rolls_out_canaries_first_a_bad_one_stops_or_rolls_back(
     let canaries = ["rollout-17", "rollout-33"];
     forget_revisions(&client, &fleet.instance).await;
     let v1 = with_image(&mut fleet, "v1");
-    let kubelet = Kubelet::start(&client, "rollout-", &[&v1]);
+    let kubelet = ReadyMarker::start(&client, "rollout-", &[&v1]);
     for name in &names {
         let mut labels = BTreeMap::from([(fleet.label.clone(), "on".to_string())]);
         if canaries.contains(&name.as_str()) {
@@ -386,7 +386,7 @@ async fn pause_holds_across_a_failover_resume_completes_and_undo_returns() {
     let names: Vec<String> = (0..10).map(|i| format!("pause-{i:02}")).collect();
     forget_revisions(&client, &fleet.instance).await;
     let v1 = with_image(&mut fleet, "v1");
-    let kubelet = Kubelet::start(&client, "pause-", &[&v1]);
+    let kubelet = ReadyMarker::start(&client, "pause-", &[&v1]);
     for name in &names {
         fleet.namespace(&client, name, true).await;
     }

@@ -344,20 +344,7 @@ async fn template_and_values_changes_roll_out_to_every_namespace() {
         fleet.namespace(&client, name, true).await;
     }
     for name in names {
-        // Until the controller-manager has added its token Secret to each ServiceAccount: a
-        // write of its own, after which flotilla rightly reads the object again.
-        eventually(
-            &format!("{name}'s ServiceAccounts given their tokens"),
-            || async {
-                let stamped = fleet.wait_stamped(&client, name).await;
-                stamped
-                    .iter()
-                    .filter(|o| o.types.as_ref().is_some_and(|t| t.kind == "ServiceAccount"))
-                    .all(|o| o.data["secrets"].as_array().is_some_and(|s| !s.is_empty()))
-                    .then_some(())
-            },
-        )
-        .await;
+        fleet.wait_stamped(&client, name).await;
     }
     flotilla.stop();
     let audit = AuditWindow::open();

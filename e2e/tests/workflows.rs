@@ -1,8 +1,10 @@
 //! Workflows a namespace's controller ignores, as its NamespaceWorker shows them: Argo's CRD
 //! absent and then installed while flotilla runs, a Workflow without the instanceid label and
 //! the fix, `instanceID: none`, and the README's "Run your first workflow" command by command.
-//! No Argo controller runs on this control plane: what is checked is what flotilla tells.
+//! No Argo controller runs in these tests (real_argo.rs runs it): what is checked is what
+//! flotilla tells.
 
+use crate::argo_world::install_argo_crds;
 use crate::harness::*;
 use flotilla::status::{Condition, NamespaceWorker};
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -19,25 +21,6 @@ const LABEL: &str = "workflows.argoproj.io/controller-instanceid";
 fn workflows(client: &kube::Client, namespace: &str) -> Api<DynamicObject> {
     let gvk = GroupVersionKind::gvk("argoproj.io", "v1alpha1", "Workflow");
     Api::namespaced_with(client.clone(), namespace, &ApiResource::from_gvk(&gvk))
-}
-
-/// Installs the minimal Workflow CRD (e2e/workflow-crd.yaml) if it is not, and waits until it
-/// is served.
-pub async fn install_workflow_crd(client: &kube::Client) {
-    let text = std::fs::read_to_string(env().repo.join("e2e/workflow-crd.yaml")).unwrap();
-    let crd: CustomResourceDefinition = serde_saphyr::from_str(&text).unwrap();
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    crds.patch(CRD, &PatchParams::apply("e2e").force(), &Patch::Apply(&crd))
-        .await
-        .unwrap();
-    eventually("the Workflow CRD served", || async {
-        workflows(client, "default")
-            .list(&Default::default())
-            .await
-            .ok()
-            .map(|_| ())
-    })
-    .await;
 }
 
 async fn remove_workflow_crd(client: &kube::Client) {
@@ -129,7 +112,7 @@ async fn ignored_workflows_show_on_the_namespace_worker_from_a_missing_crd_to_th
         flotilla.logs()
     );
 
-    install_workflow_crd(&client).await;
+    install_argo_crds(&client).await;
     let (none, count) =
         wait_ignored(&client, "wfcount-a", "counting", is("False", "NoneIgnored")).await;
     assert_eq!(count, Some(0), "{none:?}");
@@ -181,7 +164,7 @@ async fn ignored_workflows_show_on_the_namespace_worker_from_a_missing_crd_to_th
 #[tokio::test]
 async fn with_instance_id_none_unlabelled_workflows_run_and_labelled_ones_are_ignored() {
     let client = admin().await;
-    install_workflow_crd(&client).await;
+    install_argo_crds(&client).await;
     let mut fleet = Fleet::new("wfnone");
     fleet.values["instanceID"] = "none".into();
     let flotilla = fleet.start();
@@ -247,7 +230,7 @@ fn first_workflow_commands() -> Vec<String> {
 #[tokio::test]
 async fn a_teams_first_workflow_as_the_readme_shows_it() {
     let client = admin().await;
-    install_workflow_crd(&client).await;
+    install_argo_crds(&client).await;
     let fleet = Fleet::new("wfreadme");
     let flotilla = fleet.start();
     let ns = "wfreadme-a";

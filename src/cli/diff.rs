@@ -2,7 +2,7 @@
 //! computed by the API server itself (server-side dry-run apply against the live object).
 //! Exit code 0: no difference, 1: differences, 2: error (as `kubectl diff`).
 
-use super::{CliError, live};
+use super::{CliError, connect};
 use flotilla::config::Config;
 use flotilla::plan::{self, NamespaceState, Step};
 use flotilla::render::Renderer;
@@ -29,8 +29,8 @@ pub struct DiffArgs {
 /// Returns whether anything differs.
 pub fn diff(config_path: &Path, args: &DiffArgs) -> Result<bool, CliError> {
     let (config, renderer) = super::load(config_path)?;
-    live::runtime()?.block_on(async {
-        let client = live::client().await?;
+    connect::runtime()?.block_on(async {
+        let client = connect::client().await?;
         let namespaces = match &args.namespace {
             Some(name) => vec![name.clone()],
             None => fleet(&client, &config).await?,
@@ -56,7 +56,7 @@ async fn fleet(client: &Client, config: &Config) -> Result<Vec<String>, CliError
     let opted_in = namespaces
         .items
         .iter()
-        .filter(|ns| NamespaceState::of(&ns.metadata, &config.selector).opted_in)
+        .filter(|ns| NamespaceState::of(&ns.metadata, &config.selector).opted_in())
         .map(|ns| ns.name_any());
     let mut stamped_for = Vec::new();
     for kind in flotilla::kinds::Kind::ALL {
@@ -84,10 +84,10 @@ async fn diff_namespace(
     renderer: &Renderer,
     name: &str,
 ) -> Result<bool, CliError> {
-    let namespace = live::namespace(client, name)
+    let namespace = connect::namespace(client, name)
         .await?
         .map(|ns| NamespaceState::of(&ns.metadata, &config.selector));
-    let desired = match namespace.filter(|ns| ns.opted_in) {
+    let desired = match namespace.filter(NamespaceState::opted_in) {
         Some(ns) => renderer
             .render(&ns.input)
             .map_err(|e| CliError(anyhow::anyhow!("rendering for {name}:\n{e}")))?,

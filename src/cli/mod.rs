@@ -1,9 +1,10 @@
 //! Subcommands, one file each, and what they share: config loading, exit codes, logging.
 
 pub mod check;
+mod connect;
 pub mod crd;
 pub mod diff;
-mod live;
+pub mod plugin;
 pub mod rbac;
 pub mod render;
 pub mod rollout;

@@ -1,7 +1,7 @@
 //! `flotilla render`: the objects `run` would apply for a namespace, without a cluster (or,
 //! with `--live`, for a namespace as it is in the cluster).
 
-use super::{CliError, live};
+use super::{CliError, connect};
 use flotilla::config::is_dns_label;
 use flotilla::plan::NamespaceState;
 use flotilla::render::{NamespaceInput, to_yaml};
@@ -45,9 +45,9 @@ pub fn render(config_path: &Path, args: &RenderArgs) -> Result<(), CliError> {
     }
     let (config, renderer) = super::load(config_path)?;
     let input = if args.live {
-        live::runtime()?.block_on(async {
-            let client = live::client().await?;
-            live::namespace(&client, &args.namespace)
+        connect::runtime()?.block_on(async {
+            let client = connect::client().await?;
+            connect::namespace(&client, &args.namespace)
                 .await?
                 .map(|ns| NamespaceState::of(&ns.metadata, &config.selector).input)
                 .ok_or_else(|| {

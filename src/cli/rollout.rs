@@ -2,7 +2,7 @@
 //! resume and undo are written to the Fleet's spec, so they hold whichever replica leads, and
 //! plain kubectl can do the same.
 
-use super::{CliError, live};
+use super::{CliError, connect};
 use flotilla::config::Config;
 use flotilla::ownership;
 use flotilla::rollout::Phase;
@@ -45,8 +45,8 @@ enum RolloutCommand {
 /// Runs a `rollout` subcommand; the exit code.
 pub fn rollout(config_path: &Path, args: &RolloutArgs) -> Result<u8, CliError> {
     let config = Config::load(config_path).map_err(|e| CliError(e.into()))?;
-    live::runtime()?.block_on(async {
-        let client = live::client().await?;
+    connect::runtime()?.block_on(async {
+        let client = connect::client().await?;
         let fleets: Api<Fleet> = Api::all(client.clone());
         let name = config.instance.as_str();
         match &args.command {

@@ -2,8 +2,10 @@
 
 use super::CliError;
 use flotilla::controller::RunOptions;
+use flotilla::telemetry::Metrics;
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::Arc;
 
 #[derive(clap::Args)]
 pub struct RunArgs {
@@ -38,8 +40,9 @@ pub fn run(config_path: &Path, args: &RunArgs) -> Result<(), CliError> {
     let runtime = tokio::runtime::Runtime::new().map_err(|e| CliError(e.into()))?;
     runtime
         .block_on(async {
-            let clients = flotilla::client::connect(&config).await?;
-            flotilla::controller::run(config, renderer, clients, options).await
+            let metrics = Arc::new(Metrics::default());
+            let clients = flotilla::client::connect(&config, &metrics).await?;
+            flotilla::controller::run(config, renderer, clients, metrics, options).await
         })
         .map_err(CliError)
 }

@@ -1,6 +1,6 @@
 //! `flotilla status`: the fleet, from the NamespaceWorkers, as a table, JSON or YAML.
 
-use super::{CliError, live};
+use super::{CliError, connect};
 use flotilla::ownership;
 use flotilla::status::{NamespaceWorker, Phase};
 use kube::ResourceExt;
@@ -25,8 +25,8 @@ enum Format {
 
 pub fn status(config_path: &Path, args: &StatusArgs) -> Result<(), CliError> {
     let config = flotilla::config::Config::load(config_path).map_err(|e| CliError(e.into()))?;
-    let workers = live::runtime()?.block_on(async {
-        let client = live::client().await?;
+    let workers = connect::runtime()?.block_on(async {
+        let client = connect::client().await?;
         list(&client, &ownership::watch_selector(&config.instance)).await
     })?;
     match args.output {
@@ -115,8 +115,12 @@ fn table(workers: &[NamespaceWorker]) -> String {
         .get(&format!("{:?}", Phase::Ready))
         .copied()
         .unwrap_or(0);
+    let asleep = phases
+        .get(&format!("{:?}", Phase::Sleeping))
+        .map(|n| format!(", {n} asleep"))
+        .unwrap_or_default();
     out.push_str(&format!(
-        "\n{} namespaces: {} ({healthy} ready)\n",
+        "\n{} namespaces: {} ({healthy} ready{asleep})\n",
         workers.len(),
         if summary.is_empty() {
             "none".into()

@@ -5,13 +5,17 @@
 //! cannot renew (its connection hangs, or the process was frozen) finds the fence closed at its
 //! next write, however far a reconcile had got: the write fails instead of racing a new leader.
 //! Reads pass at any time: a standby keeps its caches warm.
+//!
+//! A write that went out is abandoned if no answer comes within its timeout, well before a
+//! new leader could take over, so that no write of this replica can still be on its way then.
+//! Reads have no such limit: watches are long requests.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tower::{BoxError, Layer, Service};
 
 /// Until when writes may go out, as nanoseconds since `base` (`u64::MAX`: for ever).
@@ -26,6 +30,11 @@ pub struct Fence {
     "not sent: this replica is not the leader for certain (its Lease could not be renewed in time)"
 )]
 pub struct Fenced;
+
+/// A write abandoned unanswered, so that it cannot land after this replica's leadership ends.
+#[derive(Debug, thiserror::Error)]
+#[error("no answer within {0:?}: abandoned, so that it cannot land after leadership passes on")]
+pub struct TimedOut(pub Duration);
 
 impl Fence {
     /// Closed: no write goes out until leader election opens it.
@@ -58,15 +67,18 @@ impl Fence {
     }
 }
 
-pub fn layer(fence: &Arc<Fence>) -> FenceLayer {
+/// Fences writes, and abandons one that is not answered within `timeout`.
+pub fn layer(fence: &Arc<Fence>, timeout: Duration) -> FenceLayer {
     FenceLayer {
         fence: Arc::clone(fence),
+        timeout,
     }
 }
 
 #[derive(Clone)]
 pub struct FenceLayer {
     fence: Arc<Fence>,
+    timeout: Duration,
 }
 
 impl<S> Layer<S> for FenceLayer {
@@ -76,6 +88,7 @@ impl<S> Layer<S> for FenceLayer {
         FenceService {
             inner,
             fence: Arc::clone(&self.fence),
+            timeout: self.timeout,
         }
     }
 }
@@ -84,6 +97,7 @@ impl<S> Layer<S> for FenceLayer {
 pub struct FenceService<S> {
     inner: S,
     fence: Arc<Fence>,
+    timeout: Duration,
 }
 
 type Answer<R, E> = Pin<Box<dyn Future<Output = Result<R, E>> + Send>>;
@@ -105,11 +119,21 @@ where
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
         let reads = [http::Method::GET, http::Method::HEAD];
-        if !reads.contains(request.method()) && !self.fence.is_open() {
+        if reads.contains(request.method()) {
+            let answer = self.inner.call(request);
+            return Box::pin(async move { answer.await.map_err(Into::into) });
+        }
+        if !self.fence.is_open() {
             return Box::pin(std::future::ready(Err(Fenced.into())));
         }
         let answer = self.inner.call(request);
-        Box::pin(async move { answer.await.map_err(Into::into) })
+        let timeout = self.timeout;
+        Box::pin(async move {
+            match tokio::time::timeout(timeout, answer).await {
+                Ok(answer) => answer.map_err(Into::into),
+                Err(_) => Err(TimedOut(timeout).into()),
+            }
+        })
     }
 }
 
@@ -122,7 +146,10 @@ mod tests {
     async fn send(fence: &Arc<Fence>, method: http::Method) -> Result<(), BoxError> {
         let ok = tower::service_fn(|_: http::Request<()>| async { Ok::<_, BoxError>(()) });
         let request = http::Request::builder().method(method).body(()).unwrap();
-        layer(fence).layer(ok).oneshot(request).await
+        layer(fence, Duration::from_secs(5))
+            .layer(ok)
+            .oneshot(request)
+            .await
     }
 
     #[tokio::test]

@@ -1,4 +1,6 @@
-//! The work client's rate limit: a token bucket (governor), as client-go's QPS and burst.
+//! The work client's rate limit: a token bucket (governor), as client-go's QPS and burst, or
+//! none (`apiQps: 0`, the default: the API server's Priority and Fairness protects itself, and
+//! flotilla's `concurrency` bounds what it asks at once).
 
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
@@ -12,12 +14,13 @@ use tower::{Layer, Service};
 /// A tower layer that admits a request once the token bucket has a token for it.
 #[derive(Clone)]
 pub struct ThrottleLayer {
-    limiter: Arc<DefaultDirectRateLimiter>,
+    limiter: Option<Arc<DefaultDirectRateLimiter>>,
 }
 
 pub struct Throttle<S> {
     inner: S,
-    limiter: Arc<DefaultDirectRateLimiter>,
+    /// None: every request passes at once.
+    limiter: Option<Arc<DefaultDirectRateLimiter>>,
     /// Waiting for the next token.
     wait: Option<Pin<Box<tokio::time::Sleep>>>,
     /// A token was taken for the next call.
@@ -25,13 +28,15 @@ pub struct Throttle<S> {
 }
 
 impl Throttle<()> {
-    /// `qps` a second with bursts of `burst` (a zero is taken as one: the config refuses it).
+    /// `qps` a second with bursts of `burst` (a burst of zero is taken as one: the config
+    /// refuses it); no limit at all for a `qps` of zero.
     pub fn layer(qps: u32, burst: u32) -> ThrottleLayer {
         let at_least_one = |n: u32| NonZeroU32::new(n).unwrap_or(NonZeroU32::MIN);
-        let quota = Quota::per_second(at_least_one(qps)).allow_burst(at_least_one(burst));
-        ThrottleLayer {
-            limiter: Arc::new(RateLimiter::direct(quota)),
-        }
+        let limiter = NonZeroU32::new(qps).map(|qps| {
+            let quota = Quota::per_second(qps).allow_burst(at_least_one(burst));
+            Arc::new(RateLimiter::direct(quota))
+        });
+        ThrottleLayer { limiter }
     }
 }
 
@@ -41,7 +46,7 @@ impl<S> Layer<S> for ThrottleLayer {
     fn layer(&self, inner: S) -> Throttle<S> {
         Throttle {
             inner,
-            limiter: Arc::clone(&self.limiter),
+            limiter: self.limiter.clone(),
             wait: None,
             admitted: false,
         }
@@ -58,11 +63,16 @@ where
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
         while !self.admitted {
+            let Some(limiter) = &self.limiter else {
+                self.admitted = true;
+                break;
+            };
             if let Some(wait) = self.wait.as_mut() {
                 ready!(wait.as_mut().poll(cx));
                 self.wait = None;
+                continue;
             }
-            match self.limiter.check() {
+            match limiter.check() {
                 Ok(()) => self.admitted = true,
                 Err(not_until) => {
                     let delay = not_until.wait_time_from(DefaultClock::default().now());
@@ -104,5 +114,16 @@ mod tests {
         assert!(over.is_err(), "the fourth request must wait for a token");
         let later = tokio::time::timeout(Duration::from_secs(2), service.ready()).await;
         assert!(later.is_ok(), "a token comes after a second");
+    }
+
+    #[tokio::test]
+    async fn at_zero_qps_nothing_waits() {
+        let echo = tower::service_fn(|n: u32| async move { Ok::<_, std::convert::Infallible>(n) });
+        let mut service = Throttle::layer(0, 1).layer(echo);
+        for n in 0..1000 {
+            let ready = tokio::time::timeout(Duration::from_millis(100), service.ready()).await;
+            let answer = ready.expect("no limit").unwrap().call(n).await.unwrap();
+            assert_eq!(answer, n);
+        }
     }
 }

@@ -124,8 +124,41 @@ mod tests {
         }
     }
 
+    /// The config files behind the README's example errors (Configuration), in its order.
+    const README_EXAMPLES: [&str; 3] = [
+        "selectr: x\n",
+        "selector: a=b\nconcurrency: 70000\n",
+        "selector: env in (a\n",
+    ];
+
     #[test]
     fn errors_read_as_the_readme_shows() {
+        let readme = include_str!("../../README.md");
+        let section = readme
+            .split("\n## Configuration\n")
+            .nth(1)
+            .expect("the README has a Configuration section");
+        let block = section
+            .split("```text\n")
+            .nth(1)
+            .and_then(|rest| rest.split("```").next())
+            .expect("its first text block shows the errors");
+        let shown: Vec<&str> = block.lines().collect();
+        // What `flotilla check` prints (`error: ` and the message), up to the quoted lines.
+        let printed: Vec<String> = README_EXAMPLES
+            .iter()
+            .map(|text| {
+                let error = crate::config::Config::parse(text, "flotilla.yaml".as_ref())
+                    .expect_err("an invalid config");
+                let message = error.to_string();
+                format!("error: {}", message.lines().next().unwrap_or_default())
+            })
+            .collect();
+        assert_eq!(shown, printed);
+    }
+
+    #[test]
+    fn every_error_names_the_file_and_where_in_it() {
         let gone = std::io::Error::from(std::io::ErrorKind::NotFound);
         for (error, message) in [
             (

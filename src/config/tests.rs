@@ -19,7 +19,7 @@ fn defaults_apply_to_an_empty_file() {
     assert_eq!(config.namespace, "flotilla-system");
     assert_eq!(config.instance, "flotilla");
     assert_eq!(config.concurrency, 16);
-    assert_eq!((config.api_qps, config.api_burst), (100, 200));
+    assert_eq!((config.api_qps, config.api_burst), (0, 200));
     assert!(config.templates_dir.ends_with("templates"));
     assert_eq!(
         config.policy.allow_service_types,
@@ -108,7 +108,7 @@ fn refused_values_are_named_by_file_line_and_key() {
             "line 1: fieldManager: must be 1-128 characters".into(),
         ),
         ("concurrency: 0\n", "line 1: concurrency: must be at least 1".into()),
-        ("apiQps: 0\n", "line 1: apiQps: must be at least 1".into()),
+        ("apiBurst: 0\n", "line 1: apiBurst: must be at least 1".into()),
         ("apiBurst: 0\n", "line 1: apiBurst: must be at least 1".into()),
         ("\n\nresyncSeconds: 0\n", "line 3: resyncSeconds: must be at least 1".into()),
         (
@@ -192,7 +192,7 @@ fn yaml_errors_name_line_column_and_key_then_show_the_spot() {
         // The parser names an unknown key itself.
         (
             "selectr: a=b\n",
-            "line 1 column 1: unknown field `selectr`, expected one of selector, templates, namespace, instance, fieldManager, concurrency, apiQps, apiBurst, resyncSeconds, degradedAfterSeconds, values, overrides, leaderElection, policy, rollout",
+            "line 1 column 1: unknown field `selectr`, expected one of selector, templates, namespace, instance, fieldManager, concurrency, apiQps, apiBurst, resyncSeconds, degradedAfterSeconds, values, overrides, leaderElection, policy, rollout, sleep",
         ),
         (
             "values: {n: 1}\noverrides:\n  n: {type: float}\n",

@@ -1,11 +1,13 @@
 //! Kubernetes Events for what happened to a namespace's worker: one per occurrence (they are
 //! only published when something was written or a new problem appeared), on its NamespaceWorker,
 //! and for problems and reaping on the Namespace as well. DriftRepaired is per repaired object,
-//! aggregated (`aggregate.rs`): an object re-edited over and over costs one Event write a minute.
+//! Applied per NamespaceWorker, both aggregated (`aggregate.rs`): an object re-edited over and
+//! over costs one Event write a minute.
 //!
-//! Written as core/v1 Events in `default`, the form every API server accepts for cluster-scoped
-//! objects: 1.20's events.k8s.io/v1 validation only takes those in `kube-system`, which is why
-//! kube's `Recorder` (events.k8s.io/v1 in `default`) is not used.
+//! Written as core/v1 Events in `default`, where Events about cluster-scoped objects go (as kube's
+//! `Recorder` puts them) and `kubectl describe` finds them. Not through the `Recorder`: its
+//! dedup repeats a write per occurrence, where the aggregation here, with the count kept in place,
+//! costs one write a minute for an object edited in a loop.
 //!
 //! Sent by a task of their own, one at a time: a reconcile never waits on its Events, and when
 //! thousands of namespaces converge at once their Events trail behind the real work.
@@ -13,13 +15,11 @@
 mod aggregate;
 
 use crate::object::ObjectKey;
-use crate::telemetry::Metrics;
-use aggregate::{Aggregator, Repair, Write};
+use aggregate::{Aggregator, Repair, Subject, Write};
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
-use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::mpsc;
 
@@ -38,7 +38,7 @@ pub struct Events {
 enum Queued {
     // Boxed: the queue's slots are as large as its largest item.
     Event(Box<Event>),
-    Repaired(Box<Repair>),
+    Aggregated(Box<Repair>),
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -56,10 +56,13 @@ pub enum Reason {
     RolledBack,
     ConfigRefused,
     ReapingHeld,
+    AdmissionPolicyStale,
+    Slept,
+    Woke,
 }
 
 impl Reason {
-    fn as_str(self) -> &'static str {
+    pub(super) fn as_str(self) -> &'static str {
         match self {
             Reason::Applied => "Applied",
             Reason::DriftRepaired => "DriftRepaired",
@@ -74,6 +77,9 @@ impl Reason {
             Reason::RolledBack => "RolledBack",
             Reason::ConfigRefused => "ConfigRefused",
             Reason::ReapingHeld => "ReapingHeld",
+            Reason::AdmissionPolicyStale => "AdmissionPolicyStale",
+            Reason::Slept => "Slept",
+            Reason::Woke => "Woke",
         }
     }
 
@@ -84,33 +90,55 @@ impl Reason {
             | Reason::Reaped
             | Reason::RolloutProgressing
             | Reason::RolloutPaused
-            | Reason::RolloutComplete => "Normal",
+            | Reason::RolloutComplete
+            | Reason::Slept
+            | Reason::Woke => "Normal",
             Reason::RenderFailed
             | Reason::ApplyFailed
             | Reason::Conflict
             | Reason::RolloutFailed
             | Reason::RolledBack
             | Reason::ConfigRefused
-            | Reason::ReapingHeld => "Warning",
+            | Reason::ReapingHeld
+            | Reason::AdmissionPolicyStale => "Warning",
         }
     }
 }
 
 impl Events {
     /// Starts the sender task.
-    pub fn start(client: kube::Client, metrics: Arc<Metrics>) -> Events {
+    pub fn start(client: kube::Client) -> Events {
         let (backlog, pending) = mpsc::channel(BACKLOG);
         let api = Api::namespaced(client, EVENT_NAMESPACE);
         let instance = std::env::var("POD_NAME").ok();
         let repairs = Aggregator::new(instance.clone());
-        tokio::spawn(send_all(api, pending, repairs, metrics));
+        tokio::spawn(send_all(api, pending, repairs));
         Events { backlog, instance }
     }
 
     /// Queues one Event on each of `regarding`. A failure is logged, never fatal: Events are a
     /// courtesy to admins, the status resource is the record.
+    /// Applied Events are aggregated as DriftRepaired ones are: an object whose hash
+    /// annotation is edited over and over is applied as often. So are Slept and Woke: a
+    /// controller woken for a CronWorkflow every few minutes sleeps and wakes as often.
     pub fn publish(&self, reason: Reason, message: String, regarding: &[&ObjectReference]) {
         for reference in regarding {
+            let aggregated = match reason {
+                Reason::Applied => Some(Subject::Applied(message.clone())),
+                Reason::Slept => Some(Subject::Slept(message.clone())),
+                Reason::Woke => Some(Subject::Woke(message.clone())),
+                _ => None,
+            };
+            if let Some(subject) = aggregated {
+                let applied = Repair {
+                    subject,
+                    regarding: (*reference).clone(),
+                    at: Instant::now(),
+                    time: Timestamp::now(),
+                };
+                self.queue(Queued::Aggregated(Box::new(applied)), reason);
+                continue;
+            }
             let now = Timestamp::now();
             let event = event(reason, &message, reference, self.instance.clone(), now);
             self.queue(Queued::Event(Box::new(event)), reason);
@@ -121,12 +149,24 @@ impl Events {
     /// sender folds repeated repairs of one object into one Event.
     pub fn drift_repaired(&self, object: &ObjectKey, regarding: &ObjectReference) {
         let repair = Repair {
-            object: object.clone(),
+            subject: Subject::Repaired(object.clone()),
             regarding: regarding.clone(),
             at: Instant::now(),
             time: Timestamp::now(),
         };
-        self.queue(Queued::Repaired(Box::new(repair)), Reason::DriftRepaired);
+        self.queue(Queued::Aggregated(Box::new(repair)), Reason::DriftRepaired);
+    }
+
+    /// Events that are not sent but kept for a test to read, as `(reason, message, regarding
+    /// kind)`.
+    #[cfg(test)]
+    pub fn recorded() -> (Events, Recorded) {
+        let (backlog, pending) = mpsc::channel(BACKLOG);
+        let events = Events {
+            backlog,
+            instance: None,
+        };
+        (events, Recorded(pending))
     }
 
     /// Never waits: a reconcile does not slow down for its Events.
@@ -140,18 +180,38 @@ impl Events {
     }
 }
 
+/// The Events published through [`Events::recorded`].
+#[cfg(test)]
+pub struct Recorded(mpsc::Receiver<Queued>);
+
+#[cfg(test)]
+impl Recorded {
+    /// Those published since last asked: reason and the kind of object it is about.
+    pub fn take(&mut self) -> Vec<(String, String)> {
+        let mut taken = Vec::new();
+        while let Ok(queued) = self.0.try_recv() {
+            taken.push(match queued {
+                Queued::Event(event) => (
+                    event.reason.unwrap_or_default(),
+                    event.involved_object.kind.unwrap_or_default(),
+                ),
+                Queued::Aggregated(repair) => (
+                    repair.subject.reason().as_str().to_string(),
+                    repair.regarding.kind.unwrap_or_default(),
+                ),
+            });
+        }
+        taken
+    }
+}
+
 /// The note of an `Applied` Event.
 pub fn applied(created: usize, updated: usize, revision: &str) -> String {
     format!("created {created}, updated {updated} objects at revision {revision}")
 }
 
 /// Sends what is queued, one request at a time, and the aggregated repairs when they are due.
-async fn send_all(
-    api: Api<Event>,
-    mut pending: mpsc::Receiver<Queued>,
-    mut repairs: Aggregator,
-    metrics: Arc<Metrics>,
-) {
+async fn send_all(api: Api<Event>, mut pending: mpsc::Receiver<Queued>, mut repairs: Aggregator) {
     loop {
         let due = repairs.next_due();
         let wake = async {
@@ -163,20 +223,20 @@ async fn send_all(
         let writes = tokio::select! {
             queued = pending.recv() => match queued {
                 Some(Queued::Event(event)) => vec![Write::Create(*event)],
-                Some(Queued::Repaired(repair)) => repairs.repaired(*repair).into_iter().collect(),
+                Some(Queued::Aggregated(repair)) => repairs.repaired(*repair).into_iter().collect(),
                 None => return,
             },
             () = wake => repairs.due(Instant::now()),
         };
         for write in writes {
-            send(&api, write, &metrics).await;
+            send(&api, write).await;
         }
     }
 }
 
-async fn send(api: &Api<Event>, write: Write, metrics: &Metrics) {
+async fn send(api: &Api<Event>, write: Write) {
     let sent = match write {
-        Write::Create(event) => create(api, &event, metrics).await.map(|_| event),
+        Write::Create(event) => create(api, &event).await.map(|_| event),
         Write::Update(event) => {
             let name = event.metadata.name.clone().unwrap_or_default();
             let changes = serde_json::json!({
@@ -187,12 +247,12 @@ async fn send(api: &Api<Event>, write: Write, metrics: &Metrics) {
             let patched = api
                 .patch(&name, &PatchParams::default(), &Patch::Merge(changes))
                 .await;
-            match metrics.count("patch", patched) {
+            match patched {
                 Ok(_) => Ok(event),
                 // Gone (Events expire after an hour) or never created (that request failed):
                 // created now, with everything counted so far.
                 Err(kube::Error::Api(status)) if status.code == 404 => {
-                    create(api, &event, metrics).await.map(|_| event)
+                    create(api, &event).await.map(|_| event)
                 }
                 Err(e) => Err((e, event)),
             }
@@ -204,14 +264,9 @@ async fn send(api: &Api<Event>, write: Write, metrics: &Metrics) {
     }
 }
 
-async fn create(
-    api: &Api<Event>,
-    event: &Event,
-    metrics: &Metrics,
-) -> Result<(), (kube::Error, Event)> {
-    let created = api.create(&PostParams::default(), event).await;
-    metrics
-        .count("create", created)
+async fn create(api: &Api<Event>, event: &Event) -> Result<(), (kube::Error, Event)> {
+    api.create(&PostParams::default(), event)
+        .await
         .map(|_| ())
         .map_err(|e| (e, event.clone()))
 }
@@ -253,6 +308,49 @@ pub fn event(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::{Request, Response};
+    use kube::client::Body;
+    use std::time::Duration;
+
+    type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
+
+    /// Answers the next request with its own body; returns `METHOD path`.
+    async fn answer(handle: &mut Handle) -> String {
+        let (request, send) = handle.next_request().await.expect("a request");
+        let line = format!("{} {}", request.method(), request.uri().path());
+        let body = request.into_body().collect_bytes().await.unwrap();
+        let response = Response::builder()
+            .status(201)
+            .body(Body::from(body.to_vec()));
+        send.send_response(response.unwrap());
+        line
+    }
+
+    /// Applied Events sent for `regarding` by an edit loop on one object's hash annotation
+    /// (each edit makes it outdated, so applied again): the requests the API server sees.
+    #[tokio::test(start_paused = true)]
+    async fn applies_repeated_within_a_minute_cost_one_event_write_a_minute() {
+        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let client = kube::Client::new(service, "default");
+        let events = Events::start(client);
+        let worker = ObjectReference {
+            kind: Some("NamespaceWorker".into()),
+            name: Some("team-a".into()),
+            uid: Some("u1".into()),
+            ..ObjectReference::default()
+        };
+        for _ in 0..5 {
+            events.publish(Reason::Applied, applied(0, 1, "abc"), &[&worker]);
+        }
+        assert_eq!(
+            answer(&mut handle).await,
+            "POST /api/v1/namespaces/default/events"
+        );
+        // Paused time runs ahead while nothing else can happen: half a minute without a request.
+        let more = tokio::time::timeout(Duration::from_secs(30), handle.next_request()).await;
+        assert!(more.is_err(), "a second write within the minute");
+        // The four others are counted into one update a minute after (aggregate.rs's tests).
+    }
 
     #[test]
     fn a_cluster_scoped_object_gets_a_legacy_event_in_default() {

@@ -6,7 +6,6 @@
 use crate::cluster::{self, Mode, Read};
 use crate::object::{ObjectKey, Stamped};
 use crate::plan::{self, Removal, Step, Verified, Why};
-use crate::telemetry::Metrics;
 use kube::Client;
 use std::fmt;
 
@@ -70,7 +69,6 @@ pub struct Executor<'a> {
     pub client: &'a Client,
     pub field_manager: &'a str,
     pub instance: &'a str,
-    pub metrics: &'a Metrics,
 }
 
 impl Executor<'_> {
@@ -133,7 +131,6 @@ impl Executor<'_> {
                 why,
             } => {
                 let deleted = cluster::delete(self.client, &key, uid, resource_version).await;
-                let deleted = self.metrics.count("delete", deleted);
                 // Forbidden: flotilla may delete only the names its templates render (its
                 // ClusterRole flotilla-stamp), so this is not one of them: labelled as flotilla's
                 // by someone else, or of a template removed or renamed since. It stays, and
@@ -159,17 +156,14 @@ impl Executor<'_> {
     }
 
     async fn get(&self, object: &Stamped, read: Read) -> Result<Option<serde_json::Value>, Error> {
-        let live = cluster::get(self.client, &object.key, read).await;
-        self.metrics
-            .count("get", live)
+        cluster::get(self.client, &object.key, read)
+            .await
             .map_err(Error::on("get", &object.key))
     }
 
     async fn apply(&self, object: &Stamped, mode: Mode) -> Result<Verified, Error> {
-        let applied = cluster::apply(self.client, self.field_manager, object, mode).await;
-        let applied = self
-            .metrics
-            .count("patch", applied)
+        let applied = cluster::apply(self.client, self.field_manager, object, mode)
+            .await
             .map_err(Error::on("apply", &object.key))?;
         Ok(plan::verified_as(object, &applied))
     }

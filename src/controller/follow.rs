@@ -5,7 +5,7 @@
 //! follows, so that a standby that takes over starts from the files as they are.
 
 use super::Context;
-use super::live::Current;
+use super::in_force::Current;
 use super::queue::WorkQueue;
 use crate::config::Config;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -27,7 +27,7 @@ pub async fn follow(ctx: Arc<Context>, queue: Arc<WorkQueue>, path: PathBuf, mut
             continue;
         }
         seen = now;
-        let before = ctx.live.get();
+        let before = ctx.in_force.get();
         let current = reload(&ctx.config, &before, &path);
         match &current.refused {
             Some(why) => tracing::error!(error = %why,
@@ -40,17 +40,21 @@ pub async fn follow(ctx: Arc<Context>, queue: Arc<WorkQueue>, path: PathBuf, mut
         }
         let selector_changed = current.config.selector_text != before.config.selector_text;
         let policy_changed = current.config.policy != before.config.policy;
+        let sleep_changed = current.config.sleep != before.config.sleep;
         // Counted before any reconcile sees the new selector: a selector edit that opts many
         // namespaces out is held as a whole.
         let confirmed = ctx.stores.fleet().and_then(|f| f.spec.confirm_reaping);
-        ctx.brake.count(&ctx.stores, &current.config, confirmed);
-        ctx.live.set(current);
+        let census = ctx.stores.census(&current.config.selector);
+        let rule = current.config.rollout.reap_brake;
+        ctx.brake
+            .count(census.opting_out, census.workers, rule, confirmed);
+        ctx.in_force.set(current);
         if policy_changed {
-            ctx.revisions.recompile();
+            ctx.history.recompile();
         }
-        // The rollout moves namespaces to a new revision; a new selector or policy concerns
-        // every namespace at once.
-        if selector_changed || policy_changed {
+        // The rollout moves namespaces to a new revision; a new selector, policy or sleep
+        // concerns every namespace at once.
+        if selector_changed || policy_changed || sleep_changed {
             for name in ctx.stores.all_namespaces() {
                 queue.add(&name);
             }

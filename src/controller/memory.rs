@@ -28,6 +28,8 @@ pub struct NamespaceMemory {
     pub written: Option<Box<Written>>,
     /// Reconciles that failed in a row: the retry backoff, shared by every reconciler task.
     pub failures: u32,
+    /// When its sleeping controller was woken, until it is available again.
+    pub woke: Option<std::time::Instant>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

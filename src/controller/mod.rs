@@ -1,40 +1,45 @@
 //! The operator loop: watches feed a work queue of namespace names; reconciler tasks take them
 //! one at a time through the pipeline in reconcile.rs.
 
-mod brake;
+mod admission;
+mod argo_watch;
+mod cron_watch;
 pub mod events;
 mod execute;
-mod fleet_message;
+#[cfg(test)]
+mod fixture;
 mod follow;
+mod history;
+mod in_force;
 mod index;
-mod live;
 mod memory;
-mod names;
+mod name_watches;
 mod queue;
 mod reconcile;
 mod report;
 mod resync;
-mod revisions;
-mod rollout;
+mod rollout_task;
 mod run;
+mod stores;
 mod taken;
-mod watches;
+mod watch;
 mod worker;
 mod worker_view;
-mod workflows;
+mod workflow_watch;
 
 use crate::config::Config;
 use crate::object::{ObjectKey, Stamped};
-use crate::plan::{NamespaceState, Snapshot};
+use crate::plan::{self, NamespaceState, Snapshot};
 use crate::telemetry::Metrics;
 use execute::Executor;
-use live::Live;
+use history::History;
+use in_force::InForce;
 use memory::Memory;
-use revisions::Revisions;
-use rollout::Rollout;
+use rollout_task::Rollout;
 use std::collections::HashSet;
 use std::sync::Arc;
-use watches::Stores;
+use std::time::Duration;
+use stores::Stores;
 use worker::Workers;
 
 pub use report::Outcome;
@@ -46,41 +51,61 @@ pub struct Context {
     /// The config as the process started: its process settings hold until a restart.
     config: Config,
     /// The config and templates in force, which follow the files.
-    live: Live,
+    in_force: InForce,
     /// Every kept revision, this one included: what namespaces are rendered at.
-    revisions: Revisions,
+    history: History,
     rollout: Rollout,
-    brake: brake::Brake,
+    brake: crate::rollout::Brake,
     stores: Stores,
     memory: Arc<Memory>,
     events: events::Events,
     metrics: Arc<Metrics>,
     /// Every namespace's Workflows, counted by instanceid label.
-    workflows: Arc<workflows::Workflows>,
+    workflows: Arc<workflow_watch::Workflows>,
+    /// Every namespace's CronWorkflows' schedules.
+    crons: Arc<cron_watch::CronWorkflows>,
 }
 
 impl Context {
-    /// What the watches show of namespace `name` and what is remembered of it: no request.
-    fn snapshot(&self, name: &str) -> Snapshot {
+    /// Everything a reconcile of namespace `name` decides from, read once: what the watches show
+    /// of it, what is remembered of it, the config in force, and the revision the rollout pins
+    /// it to. No request. `None` before the rollout is loaded (leadership was lost a moment
+    /// ago): a pin is never guessed.
+    fn snapshot(&self, name: &str) -> Option<Snapshot> {
+        let current = self.in_force.get();
         let remembered = self.memory.of(name);
-        Snapshot {
+        let watched = self.stores.worker(name);
+        let previous = remembered
+            .written
+            .map(|w| w.status)
+            .or_else(|| watched.as_ref().and_then(|w| w.status()));
+        let applied = plan::applied(previous.as_ref());
+        let known = applied.is_some_and(|a| self.history.known(a));
+        let revision = self.rollout.pin(name, applied, known)?;
+        Some(Snapshot {
             name: name.to_string(),
             namespace: self
                 .stores
                 .namespace(name)
-                .map(|ns| NamespaceState::of(&ns.metadata, &self.live.get().config.selector)),
+                .map(|ns| NamespaceState::of(&ns.metadata, &current.config.selector)),
             stamped: self.stores.stamped_for(name),
-            worker_version: self
-                .stores
-                .worker(name)
-                .and_then(|w| w.metadata.resource_version.clone()),
-            // Filled in by the reconcile, which asks the rollout.
-            revision: String::new(),
+            worker: watched.map(|w| worker::watched(&w, name, &self.config.instance)),
+            previous,
+            renderer: self.history.renderer(&revision, &current.config),
+            revision,
+            degraded_after: Duration::from_secs(current.config.degraded_after_seconds),
             verified: remembered.verified,
             settled: remembered.settled,
-            vacant: HashSet::new(),
             workflows: self.workflows.seen(name),
-        }
+            idle_since: self.workflows.idle_since(name),
+            crons: match self.crons.seen(name) {
+                Ok(all) => plan::Crons::Seen(all),
+                Err(why) => plan::Crons::Unseen(why),
+            },
+            sleep: current.config.sleep,
+            soak: current.config.rollout.soak,
+            now: crate::status::now(),
+        })
     }
 
     /// Of the rendered objects, those at whose names the watches show nothing at all.
@@ -97,7 +122,6 @@ impl Context {
             client: &self.client,
             field_manager: &self.config.field_manager,
             instance: &self.config.instance,
-            metrics: &self.metrics,
         }
     }
 
@@ -107,7 +131,6 @@ impl Context {
             field_manager: &self.config.field_manager,
             instance: &self.config.instance,
             memory: &self.memory,
-            metrics: &self.metrics,
         }
     }
 }

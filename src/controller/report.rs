@@ -11,7 +11,7 @@ use std::fmt;
 use std::time::Duration;
 
 /// What one reconcile did.
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Outcome {
     pub created: usize,
     pub updated: usize,
@@ -112,6 +112,11 @@ pub fn synced(
     for object in repaired {
         events.drift_repaired(object, regarding);
     }
+    match sleep_change(previous, status) {
+        Some(SleepChange::Slept(note)) => events.publish(Reason::Slept, note, &about.routine()),
+        Some(SleepChange::Woke(note)) => events.publish(Reason::Woke, note, &about.routine()),
+        None => {}
+    }
     let news = previous.is_none_or(|p| p.phase != status.phase || p.message != status.message);
     let reason = match status.phase {
         Phase::RenderFailed => Reason::RenderFailed,
@@ -134,5 +139,28 @@ pub fn reaped(events: &Events, namespace: Option<&NamespaceState>, objects: usiz
         let note =
             format!("removed {objects} stamped objects: the namespace is no longer opted in");
         events.publish(Reason::Reaped, note, &[&namespace_reference(namespace)]);
+    }
+}
+
+/// A controller put to sleep or woken, with what its `Asleep` condition says of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SleepChange {
+    Slept(String),
+    Woke(String),
+}
+
+/// What `status` changed of the controller's sleep since `previous`.
+pub fn sleep_change(previous: Option<&WorkerStatus>, status: &WorkerStatus) -> Option<SleepChange> {
+    let asleep = |s: &WorkerStatus| {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == "Asleep")
+            .map(|c| (c.status == "True", c.message.clone()))
+    };
+    let before = previous.and_then(asleep).is_some_and(|(asleep, _)| asleep);
+    match asleep(status) {
+        Some((true, message)) if !before => Some(SleepChange::Slept(message)),
+        Some((false, message)) if before => Some(SleepChange::Woke(message)),
+        _ => None,
     }
 }

@@ -8,7 +8,7 @@ use super::memory::Memory;
 use super::queue::WorkQueue;
 use super::reconcile;
 use super::report::Outcome;
-use super::watches::Stores;
+use super::stores::Stores;
 use crate::client::Clients;
 use crate::config::Config;
 use crate::lease::{self, LeaseConfig};
@@ -35,12 +35,12 @@ pub async fn run(
     config: Config,
     renderer: Renderer,
     clients: Clients,
+    metrics: Arc<Metrics>,
     options: RunOptions,
 ) -> anyhow::Result<()> {
     // Taken first: a change from here on, while the caches sync, is followed.
     let files = super::follow::fingerprint(&options.config_path, &config.templates_dir);
     let (client, fence) = (clients.work, clients.fence);
-    let metrics = Arc::new(Metrics::default());
     let listener = tokio::net::TcpListener::bind(options.http_address)
         .await
         .map_err(|e| anyhow::anyhow!("cannot serve on {}: {e}", options.http_address))?;
@@ -51,8 +51,20 @@ pub async fn run(
     let (stores, _watches) = Stores::start(&client, &config.instance, &queue, &memory, &metrics);
     tracing::info!("waiting for the watch caches to sync");
     stores.wait_until_ready().await;
-    let workflows = super::workflows::Workflows::start(&client, &queue, &stores);
+    let workflows = super::workflow_watch::Workflows::start(
+        super::workflow_watch::WorkflowTally::default(),
+        &client,
+        &queue,
+        &stores,
+    );
+    let crons = super::cron_watch::CronWorkflows::start(
+        super::cron_watch::CronTally::default(),
+        &client,
+        &queue,
+        &stores,
+    );
     workflows.wait_until_known().await;
+    crons.wait_until_known().await;
     metrics.set_ready();
     tracing::info!(revision = renderer.revision(), "caches synced");
 
@@ -86,16 +98,17 @@ pub async fn run(
     let reconcilers = config.concurrency;
     let ctx = Arc::new(Context {
         client: client.clone(),
-        revisions: super::revisions::Revisions::new(&config),
-        rollout: super::rollout::Rollout::default(),
-        brake: super::brake::Brake::default(),
-        live: super::live::Live::new(config.clone(), renderer),
+        history: super::history::History::new(&config),
+        rollout: super::rollout_task::Rollout::default(),
+        brake: crate::rollout::Brake::default(),
+        in_force: super::in_force::InForce::new(config.clone(), renderer),
         config,
         stores,
         memory,
-        events: Events::start(client, Arc::clone(&metrics)),
+        events: Events::start(client),
         metrics,
         workflows,
+        crons,
     });
     for _ in 0..reconcilers {
         tokio::spawn(reconciler(
@@ -109,7 +122,7 @@ pub async fn run(
         Arc::clone(&queue),
         leader_rx.clone(),
     ));
-    tokio::spawn(super::rollout::run(
+    tokio::spawn(super::rollout_task::run(
         Arc::clone(&ctx),
         Arc::clone(&queue),
         leader_rx.clone(),
@@ -119,6 +132,10 @@ pub async fn run(
         Arc::clone(&queue),
         options.config_path.clone(),
         files,
+    ));
+    tokio::spawn(super::admission::follow(
+        Arc::clone(&ctx),
+        leader_rx.clone(),
     ));
     tokio::spawn(super::resync::every(
         resync,
@@ -228,7 +245,7 @@ fn record(metrics: &Metrics, result: &Result<Outcome, execute::Error>) {
         .reconciles
         .get_or_create(&ResultLabel { result: label })
         .inc();
-    // A failed reconcile's requests were counted where they were made.
+    // A failed reconcile's requests were counted as they failed (client/errors.rs).
     if let Ok(outcome) = result {
         for (action, n) in [
             ("created", outcome.created),

@@ -6,20 +6,18 @@ use super::memory::Memory;
 use super::worker_view::WorkerView;
 use crate::cluster;
 use crate::ownership::{self, Owner};
+use crate::plan::WorkerState;
 use crate::status::{NamespaceWorker, WorkerStatus, worker_object};
-use crate::telemetry::Metrics;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, Resource, ResourceExt};
-use std::sync::Arc;
 
 pub struct Workers<'a> {
     pub client: &'a Client,
     pub field_manager: &'a str,
     pub instance: &'a str,
     pub memory: &'a Memory,
-    pub metrics: &'a Metrics,
 }
 
 impl Workers<'_> {
@@ -28,40 +26,34 @@ impl Workers<'_> {
     }
 
     /// Makes sure the worker of `namespace` exists and carries `status`; `watched` is the
-    /// worker as the watch shows it, `previous` its status as last written or watched. Returns
-    /// a reference to the worker at its version now, or `None` when the name is taken by a
+    /// worker as the watch shows it, `previous` its status as last written or watched, and
+    /// `watched_version` the version the watch shows when the write returns. Returns a
+    /// reference to the worker at its version now, or `None` when the name is taken by a
     /// NamespaceWorker this instance did not create (left alone, logged).
     pub async fn write(
         &self,
         namespace: &str,
         namespace_uid: Option<String>,
-        watched: Option<Arc<WorkerView>>,
+        watched: Option<&WorkerState>,
         previous: Option<&WorkerStatus>,
         status: &WorkerStatus,
         watched_version: impl FnOnce() -> Option<String>,
     ) -> kube::Result<Option<ObjectReference>> {
         let (reference, ours, current) = match watched {
-            Some(worker) => (
-                at_version(worker.as_ref()),
-                self.ours(namespace, &worker.metadata),
-                previous.cloned(),
-            ),
+            Some(worker) => (worker.reference.clone(), worker.ours, previous.cloned()),
             None => {
                 let params = PostParams {
                     field_manager: Some(self.field_manager.to_string()),
                     ..PostParams::default()
                 };
                 let object = worker_object(namespace, namespace_uid, self.instance);
-                let created = self.api().create(&params, &object).await;
-                let worker = match self.metrics.count("create", created) {
+                let worker = match self.api().create(&params, &object).await {
                     Ok(created) => created,
                     // Created a moment ago (the watch has not caught up), or by someone else.
-                    Err(kube::Error::Api(e)) if e.code == 409 => {
-                        self.metrics.count("get", self.api().get(namespace).await)?
-                    }
+                    Err(kube::Error::Api(e)) if e.code == 409 => self.api().get(namespace).await?,
                     Err(e) => return Err(e),
                 };
-                let ours = self.ours(namespace, &worker.metadata);
+                let ours = ours(&worker.metadata, namespace, self.instance);
                 (at_version(&worker), ours, worker.status)
             }
         };
@@ -80,11 +72,10 @@ impl Workers<'_> {
             ..PatchParams::default()
         };
         let patch = serde_json::json!({ "status": status });
-        let patched = self
+        let worker = self
             .api()
             .patch_status(namespace, &params, &Patch::Merge(&patch))
-            .await;
-        let worker = self.metrics.count("patch", patched)?;
+            .await?;
         if let Some(version) = worker.resource_version() {
             self.memory
                 .wrote(namespace, &version, status, watched_version);
@@ -92,22 +83,31 @@ impl Workers<'_> {
         Ok(Some(at_version(&worker)))
     }
 
-    fn ours(&self, namespace: &str, meta: &ObjectMeta) -> bool {
-        ownership::owner(meta.labels.as_ref(), self.instance) == Owner::Stamped(namespace)
-    }
-
     /// Deletes the worker of a reaped namespace, if this instance has one (`watched`).
     pub async fn remove(
         &self,
         namespace: &str,
-        watched: Option<Arc<WorkerView>>,
+        watched: Option<&WorkerState>,
     ) -> kube::Result<bool> {
         let Some(worker) = watched else {
             return Ok(false);
         };
-        let deleted = cluster::delete_if(&self.api(), namespace, worker.uid(), None).await;
-        self.metrics.count("delete", deleted)
+        let uid = worker.reference.uid.clone();
+        cluster::delete_if(&self.api(), namespace, uid, None).await
     }
+}
+
+/// The worker of `namespace` as the watch shows it, to this `instance`.
+pub fn watched(worker: &WorkerView, namespace: &str, instance: &str) -> WorkerState {
+    WorkerState {
+        reference: at_version(worker),
+        ours: ours(&worker.metadata, namespace, instance),
+    }
+}
+
+/// Created by `instance` for `namespace`.
+fn ours(meta: &ObjectMeta, namespace: &str, instance: &str) -> bool {
+    ownership::owner(meta.labels.as_ref(), instance) == Owner::Stamped(namespace)
 }
 
 /// A reference to `worker` at its version: kube's `object_ref` leaves the version out, and a

@@ -5,7 +5,7 @@
 
 use crate::rollout::Member;
 use crate::rollout::member::member;
-use crate::status::{NamespaceWorker, WorkerStatus};
+use crate::status::{NamespaceWorker, Phase, WorkerStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::ClusterResourceScope;
 use kube::{Resource, ResourceExt};
@@ -22,12 +22,15 @@ pub struct WorkerView {
     status: Option<Box<str>>,
     /// What the rollout reads of it; not a canary (that is the config's to say).
     pub member: Member,
+    /// Its phase, for the leader's count of the fleet by phase (`flotilla_namespaces`).
+    pub phase: Option<Phase>,
 }
 
 impl From<NamespaceWorker> for WorkerView {
     fn from(worker: NamespaceWorker) -> WorkerView {
         let member = member(&worker.name_any(), false, worker.status.as_ref());
         WorkerView {
+            phase: worker.status.as_ref().map(|s| s.phase),
             status: worker
                 .status
                 .and_then(|s| serde_json::to_string(&s).ok())

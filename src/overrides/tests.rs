@@ -67,6 +67,9 @@ fn accepted_overrides_replace_only_their_value() {
     let mut unrelated = BTreeMap::new();
     unrelated.insert("example.com/other".to_string(), "x".to_string());
     assert_eq!(apply(&values(), &declared(), &unrelated).unwrap(), values());
+    // Whether the namespace sleeps is flotilla's, not a value, whatever it says.
+    let sleep = annotations(&[("sleep", "false")]);
+    assert_eq!(apply(&values(), &declared(), &sleep).unwrap(), values());
 }
 
 /// Each refusal as it is reported: the annotation, then why.

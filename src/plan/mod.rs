@@ -2,15 +2,22 @@
 //! namespace, and what its templates render, decide what to do with each object. Nothing here
 //! talks to the API, so every rule (and every request it saves) is a table test.
 //!
-//! A reconcile is `triage` (reap, nothing to do, or sync), then `plan`, whose steps the
-//! controller executes; a [`Step::Read`] is decided once the object is read, by `after_read`.
+//! A reconcile is [`decide`] (reap, nothing to do, or sync with what the templates render), then
+//! for a sync [`plan`], whose steps the controller executes; a [`Step::Read`] is decided once the
+//! object is read, by `after_read`.
 
+mod asleep;
 mod compare;
+mod decide;
 mod snapshot;
 mod verified;
 
+pub use asleep::Crons;
 pub use compare::contains;
-pub use snapshot::{NamespaceState, Settled, Snapshot, Verified, fingerprint};
+pub use decide::{Decision, Sync, decide};
+pub use snapshot::{
+    NamespaceState, Settled, Snapshot, Verified, WorkerState, applied, fingerprint,
+};
 pub use verified::VerifiedObjects;
 
 use crate::kinds::Kind;
@@ -20,7 +27,6 @@ use crate::ownership::{self, Owner};
 use crate::status::availability;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::time::Instant;
 
 /// The namespaces a look at the whole fleet visits: `namespaces`, and every namespace something
 /// was stamped for (one deleted while flotilla was down is known only from those).
@@ -29,36 +35,6 @@ pub fn fleet(
     stamped_for: impl IntoIterator<Item = String>,
 ) -> BTreeSet<String> {
     namespaces.into_iter().chain(stamped_for).collect()
-}
-
-/// What a reconcile of the namespace comes down to.
-#[derive(Debug, PartialEq)]
-pub enum Triage<'a> {
-    /// Not opted in, terminating or gone: delete everything stamped for it.
-    Reap,
-    /// Nothing changed since it was last found in sync, and no deadline passed. The deadline,
-    /// if one is pending, must still be kept: look again then (a retry scheduled for an earlier
-    /// deadline may be what brought the namespace here).
-    Settled { until: Option<Instant> },
-    /// Render for the namespace and bring every object in line.
-    Sync(&'a NamespaceState),
-}
-
-pub fn triage(snapshot: &Snapshot, now: Instant) -> Triage<'_> {
-    let Some(namespace) = snapshot.namespace.as_ref().filter(|ns| ns.opted_in) else {
-        return Triage::Reap;
-    };
-    match &snapshot.settled {
-        Some(settled)
-            if settled.fingerprint == fingerprint(snapshot)
-                && settled.until.is_none_or(|t| now < t) =>
-        {
-            Triage::Settled {
-                until: settled.until,
-            }
-        }
-        _ => Triage::Sync(namespace),
-    }
 }
 
 /// Why an object is applied.
@@ -108,9 +84,15 @@ pub enum Step<'a> {
 }
 
 /// The steps of a sync, in apply order: each rendered object (a Deployment after the
-/// ServiceAccount it runs as), then what is no longer rendered, workloads first.
-pub fn plan<'a>(snapshot: &Snapshot, rendered: &'a [Stamped]) -> Vec<Step<'a>> {
-    let mut steps: Vec<Step> = rendered.iter().map(|o| step(snapshot, o)).collect();
+/// ServiceAccount it runs as), then what is no longer rendered, workloads first. `vacant` are
+/// the rendered keys at which the watches show nothing at all: neither an object stamped for
+/// this namespace nor one flotilla did not stamp (known only once the templates are rendered).
+pub fn plan<'a>(
+    snapshot: &Snapshot,
+    rendered: &'a [Stamped],
+    vacant: &HashSet<ObjectKey>,
+) -> Vec<Step<'a>> {
+    let mut steps: Vec<Step> = rendered.iter().map(|o| step(snapshot, vacant, o)).collect();
     let wanted: HashSet<&ObjectKey> = rendered.iter().map(|o| &o.key).collect();
     let stale = snapshot.stamped.iter().filter(|w| !wanted.contains(&w.key));
     steps.extend(deletes(stale, Removal::Pruned));
@@ -136,7 +118,7 @@ fn deletes<'w>(watched: impl Iterator<Item = &'w Watched>, why: Removal) -> Vec<
         .collect()
 }
 
-fn step<'a>(snapshot: &Snapshot, object: &'a Stamped) -> Step<'a> {
+fn step<'a>(snapshot: &Snapshot, vacant: &HashSet<ObjectKey>, object: &'a Stamped) -> Step<'a> {
     let watched = snapshot.stamped.iter().find(|w| w.key == object.key);
     // flotilla's own object, last applied with other content: no need to read it to know that
     // it must be applied. The same hash could still hide an edit: that is read, unless verified
@@ -164,7 +146,7 @@ fn step<'a>(snapshot: &Snapshot, object: &'a Stamped) -> Step<'a> {
     }
     // Nothing there, stamped or not, as the watches show it: nothing to read. (A new fleet is
     // all such objects; reading each first would double its requests.)
-    if snapshot.vacant.contains(&object.key) {
+    if vacant.contains(&object.key) {
         Step::Create { object }
     } else {
         Step::Read { object }

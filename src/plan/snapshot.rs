@@ -1,37 +1,80 @@
-//! What flotilla knows about one namespace when it reconciles it: what its watches show and what
-//! it remembers from earlier reconciles. A plain value; taking one makes no request.
+//! What flotilla knows about one namespace when it reconciles it: what its watches show, what it
+//! remembers from earlier reconciles, and the config in force as it bears on the namespace. A
+//! plain value; taking one makes no request.
 
+use crate::membership::{self, Membership};
+use crate::object::Watched;
 use crate::object::packed::Packed;
-use crate::object::{ObjectKey, Watched};
-use crate::render::NamespaceInput;
-use crate::status::Health;
+use crate::render::{NamespaceInput, Renderer};
+use crate::status::{Health, WorkerStatus};
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::core::{Selector, SelectorExt};
-use std::collections::HashSet;
+use kube::core::Selector;
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+/// Everything one reconcile decides from, read once from the watches, flotilla's memory and the
+/// config in force, and not changed after: the decision ([`super::decide`]), the plan and the
+/// status are computed from it alone.
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
     pub name: String,
-    /// The Namespace, if it exists.
+    /// The Namespace, if it exists, and whether it is in the fleet, opts out or is terminating.
     pub namespace: Option<NamespaceState>,
     /// What this instance stamped for the namespace, wherever it lives.
     pub stamped: Vec<Watched>,
-    /// The resourceVersion of its NamespaceWorker, if it has one.
-    pub worker_version: Option<String>,
+    /// Its NamespaceWorker as the watch shows it, if it has one.
+    pub worker: Option<WorkerState>,
+    /// The worker's status as flotilla last wrote it, while the watch does not show it yet;
+    /// otherwise as the watch shows it. It tells the revision last applied.
+    pub previous: Option<WorkerStatus>,
     /// The revision the rollout pins it to: a new pin is a change like any other.
     pub revision: String,
+    /// The templates at that revision, compiled under the config in force; `None` if that
+    /// revision is not kept or does not compile.
+    pub renderer: Option<Arc<Renderer>>,
+    /// The config in force's `degradedAfterSeconds`.
+    pub degraded_after: Duration,
     /// Objects found in sync by earlier reconciles, at the version they were found at.
     pub verified: super::VerifiedObjects,
     /// The fingerprint (and deadline) it was last found settled with.
     pub settled: Option<Settled>,
-    /// Rendered keys at which the watches show nothing at all: neither an object stamped for
-    /// this namespace nor one flotilla did not stamp. Known only for names that are watched;
-    /// filled in once the templates are rendered.
-    pub vacant: HashSet<ObjectKey>,
     /// Its Workflows by instanceid label: a change is news for its NamespaceWorker.
     pub workflows: crate::workflows::Seen,
+    /// Since when its live Workflows are as they are, as far as this process knows.
+    pub idle_since: Timestamp,
+    /// Its CronWorkflows' schedules.
+    pub crons: super::Crons,
+    /// The config in force's `sleep` (`None`: nothing sleeps), and its rollout's soak.
+    pub sleep: Option<crate::sleep::Policy>,
+    pub soak: Duration,
+    /// Now, by the wall clock: what sleeping is decided at.
+    pub now: Timestamp,
+}
+
+impl Snapshot {
+    /// The revision its objects were last applied at, as its worker's status says.
+    pub fn applied(&self) -> Option<&str> {
+        applied(self.previous.as_ref())
+    }
+}
+
+/// The revision a worker's status says was applied last (none before the first apply).
+pub fn applied(status: Option<&WorkerStatus>) -> Option<&str> {
+    status
+        .map(|s| s.revision.as_str())
+        .filter(|revision| !revision.is_empty())
+}
+
+/// A NamespaceWorker as the watch shows it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WorkerState {
+    /// It at the version watched: what its Events are about.
+    pub reference: ObjectReference,
+    /// Created by this instance for this namespace. One that is not is left alone.
+    pub ours: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -40,24 +83,28 @@ pub struct NamespaceState {
     pub input: NamespaceInput,
     pub uid: Option<String>,
     pub resource_version: Option<String>,
-    /// Its labels match the selector and it is not terminating.
-    pub opted_in: bool,
+    /// Whether it is in the fleet, opts out, or is being deleted.
+    pub membership: Membership,
 }
 
 impl NamespaceState {
     /// A Namespace's metadata as the operator and the CLI see it, judged by `selector`.
     pub fn of(meta: &ObjectMeta, selector: &Selector) -> NamespaceState {
-        let labels = meta.labels.clone().unwrap_or_default();
         NamespaceState {
-            opted_in: meta.deletion_timestamp.is_none() && selector.matches(&labels),
+            membership: membership::of(meta, selector),
             input: NamespaceInput {
                 name: meta.name.clone().unwrap_or_default(),
-                labels,
+                labels: meta.labels.clone().unwrap_or_default(),
                 annotations: meta.annotations.clone().unwrap_or_default(),
             },
             uid: meta.uid.clone(),
             resource_version: meta.resource_version.clone(),
         }
+    }
+
+    /// In the fleet: flotilla stamps its objects.
+    pub fn opted_in(&self) -> bool {
+        self.membership == Membership::Member
     }
 }
 
@@ -80,9 +127,9 @@ pub struct Settled {
 }
 
 /// What the watches show of a namespace, as a number: its resourceVersion, its NamespaceWorker's
-/// and every stamped object's (uid and version), the revision it is pinned to, and its
-/// Workflows' counts.
-pub fn fingerprint(snapshot: &Snapshot) -> u64 {
+/// (`worker_version`: as the snapshot shows it, or as written since) and every stamped object's
+/// (uid and version), the revision it is pinned to, and its Workflows' counts.
+pub fn fingerprint(snapshot: &Snapshot, worker_version: Option<&str>) -> u64 {
     let mut versions: Vec<&Watched> = snapshot.stamped.iter().collect();
     versions.sort_by(|a, b| a.key.cmp(&b.key));
     let mut hasher = DefaultHasher::new();
@@ -91,9 +138,11 @@ pub fn fingerprint(snapshot: &Snapshot) -> u64 {
         .as_ref()
         .and_then(|ns| ns.resource_version.as_deref());
     namespace_version.hash(&mut hasher);
-    snapshot.worker_version.hash(&mut hasher);
+    worker_version.hash(&mut hasher);
     snapshot.revision.hash(&mut hasher);
     snapshot.workflows.hash(&mut hasher);
+    snapshot.crons.hash(&mut hasher);
+    snapshot.sleep.hash(&mut hasher);
     for watched in versions {
         (&watched.key, &watched.uid, &watched.resource_version).hash(&mut hasher);
     }

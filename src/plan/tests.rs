@@ -1,7 +1,7 @@
 use super::*;
+use crate::membership::Membership;
 use crate::status::availability;
 use serde_json::json;
-use std::time::Duration;
 
 const INSTANCE: &str = "fleet";
 
@@ -54,11 +54,10 @@ fn opted_in(stamped: Vec<Watched>) -> Snapshot {
         name: "team-a".into(),
         namespace: Some(NamespaceState {
             resource_version: Some("100".into()),
-            opted_in: true,
+            membership: Membership::Member,
             ..NamespaceState::default()
         }),
         stamped,
-        worker_version: Some("200".into()),
         ..Snapshot::default()
     }
 }
@@ -92,14 +91,19 @@ fn summary(step: &Step) -> (&'static str, String) {
 #[test]
 fn each_fast_path_saves_its_request() {
     let cm = rendered(Kind::ConfigMap, "cm", "h1");
-    let cases: Vec<(&str, Snapshot, &str)> = vec![
-        ("nothing known: read first", opted_in(vec![]), "read"),
+    let free = HashSet::from([cm.key.clone()]);
+    let unknown = HashSet::new();
+    let cases: Vec<(&str, Snapshot, &HashSet<ObjectKey>, &str)> = vec![
+        (
+            "nothing known: read first",
+            opted_in(vec![]),
+            &unknown,
+            "read",
+        ),
         (
             "a free name, as the name watch shows it: create without reading",
-            Snapshot {
-                vacant: HashSet::from([cm.key.clone()]),
-                ..opted_in(vec![])
-            },
+            opted_in(vec![]),
+            &free,
             "create",
         ),
         (
@@ -108,6 +112,7 @@ fn each_fast_path_saves_its_request() {
                 verified: [(cm.key.clone(), verified("7"))].into_iter().collect(),
                 ..opted_in(vec![watched(Kind::ConfigMap, "cm", "7", "h1")])
             },
+            &unknown,
             "keep",
         ),
         (
@@ -116,6 +121,7 @@ fn each_fast_path_saves_its_request() {
                 verified: [(cm.key.clone(), verified("6"))].into_iter().collect(),
                 ..opted_in(vec![watched(Kind::ConfigMap, "cm", "7", "h1")])
             },
+            &unknown,
             "read",
         ),
         (
@@ -124,17 +130,19 @@ fn each_fast_path_saves_its_request() {
                 verified: [(cm.key.clone(), verified("7"))].into_iter().collect(),
                 ..opted_in(vec![watched(Kind::ConfigMap, "cm", "7", "h0")])
             },
+            &unknown,
             "apply outdated",
         ),
         (
             "ours, same hash, never verified: could hide an edit, read it",
             opted_in(vec![watched(Kind::ConfigMap, "cm", "7", "h1")]),
+            &unknown,
             "read",
         ),
     ];
-    for (case, snapshot, want) in cases {
+    for (case, snapshot, vacant, want) in cases {
         let objects = [cm.clone()];
-        let steps = plan(&snapshot, &objects);
+        let steps = plan(&snapshot, &objects, vacant);
         let got: Vec<_> = steps.iter().map(summary).collect();
         assert_eq!(got, [(want, "cm".to_string())], "{case}");
     }
@@ -159,7 +167,7 @@ fn a_kept_deployment_carries_its_health_as_verified() {
         ..opted_in(vec![watched(Kind::Deployment, "d", "7", "h1")])
     };
     let objects = [deploy];
-    let Step::Keep { verified, .. } = &plan(&snapshot, &objects)[0] else {
+    let Step::Keep { verified, .. } = &plan(&snapshot, &objects, &HashSet::new())[0] else {
         panic!("not kept");
     };
     assert_eq!(verified.health.as_deref(), Some(&health));
@@ -168,14 +176,12 @@ fn a_kept_deployment_carries_its_health_as_verified() {
 #[test]
 fn orphans_are_deleted_workloads_first_with_the_version_they_were_seen_at() {
     let objects = [rendered(Kind::ConfigMap, "kept", "h1")];
-    let snapshot = Snapshot {
-        vacant: HashSet::from([objects[0].key.clone()]),
-        ..opted_in(vec![
-            watched(Kind::ServiceAccount, "old-sa", "3", "x"),
-            watched(Kind::Deployment, "old-deploy", "4", "y"),
-        ])
-    };
-    let steps = plan(&snapshot, &objects);
+    let snapshot = opted_in(vec![
+        watched(Kind::ServiceAccount, "old-sa", "3", "x"),
+        watched(Kind::Deployment, "old-deploy", "4", "y"),
+    ]);
+    let vacant = HashSet::from([objects[0].key.clone()]);
+    let steps = plan(&snapshot, &objects, &vacant);
     let got: Vec<_> = steps.iter().map(summary).collect();
     assert_eq!(
         got,
@@ -296,63 +302,17 @@ fn after_a_read_the_live_object_decides() {
 }
 
 #[test]
-fn triage_reaps_what_is_not_opted_in_and_skips_what_is_settled() {
-    let now = Instant::now();
-    let base = opted_in(vec![watched(Kind::ConfigMap, "cm", "7", "h1")]);
-    let settled_now = |until: Option<Instant>| Snapshot {
-        settled: Some(Settled {
-            fingerprint: fingerprint(&base),
-            until,
-        }),
-        ..base.clone()
-    };
-    assert!(matches!(triage(&base, now), Triage::Sync(ns) if ns.opted_in));
-    assert_eq!(
-        triage(&settled_now(None), now),
-        Triage::Settled { until: None }
-    );
-    let later = now + Duration::from_secs(5);
-    assert_eq!(
-        triage(&settled_now(Some(later)), now),
-        Triage::Settled { until: Some(later) },
-        "a pending deadline is still kept"
-    );
-    let sync = |snapshot: &Snapshot, at| matches!(triage(snapshot, at), Triage::Sync(_));
-    assert!(sync(&settled_now(Some(later)), later), "deadline passed");
-    let mut edited = settled_now(None);
-    edited.stamped[0].resource_version = Some("8".into());
-    assert!(sync(&edited, now), "an object changed");
-    let mut relabelled = settled_now(None);
-    if let Some(ns) = relabelled.namespace.as_mut() {
-        ns.resource_version = Some("101".into());
-    }
-    assert!(sync(&relabelled, now), "the namespace changed");
-    let mut opted_out = settled_now(None);
-    if let Some(ns) = opted_out.namespace.as_mut() {
-        ns.opted_in = false;
-    }
-    assert_eq!(triage(&opted_out, now), Triage::Reap);
-    let gone = Snapshot {
-        namespace: None,
-        ..base.clone()
-    };
-    assert_eq!(triage(&gone, now), Triage::Reap);
-}
-
-#[test]
 fn the_fingerprint_follows_every_version_and_not_the_order() {
     let objects = vec![
         watched(Kind::ConfigMap, "x", "1", "a"),
         watched(Kind::ConfigMap, "y", "2", "b"),
     ];
+    let fingerprint = |snapshot: &Snapshot| fingerprint(snapshot, Some("200"));
     let base = fingerprint(&opted_in(objects.clone()));
     let reversed = objects.iter().rev().cloned().collect();
     assert_eq!(base, fingerprint(&opted_in(reversed)));
-    let no_worker = Snapshot {
-        worker_version: None,
-        ..opted_in(objects.clone())
-    };
-    assert_ne!(base, fingerprint(&no_worker));
+    let no_worker = super::fingerprint(&opted_in(objects.clone()), None);
+    assert_ne!(base, no_worker);
     let repinned = Snapshot {
         revision: "another revision".into(),
         ..opted_in(objects.clone())

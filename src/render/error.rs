@@ -100,11 +100,27 @@ pub enum RenderProblem {
         .0[0].1, .0[0].0, .0[1].1, .0[1].0, .0[0].1.kind
     )]
     NameFromNamespace(Box<[(String, ObjectKey); 2]>),
+    /// Found by `flotilla rbac --admission-policy` (`crate::admission`): the field of the
+    /// object the admission policy pins differs between the two sample namespaces by more than
+    /// the namespace's own name. Boxed, as `Policy` is.
+    #[error(
+        "renders {} with {} that differ between namespaces {} and {} beyond the namespace's own name: flotilla's admission policy pins them, so they must be the same for every namespace",
+        .0.object, .0.field, .0.namespaces[0], .0.namespaces[1]
+    )]
+    PinnedFromNamespace(Box<Pinned>),
     /// `values.instanceID` is not `namespace`, `none` or a template of a label value.
     #[error(
         "{0}; use \"namespace\" (the namespace's name), \"none\", or a template such as \"argo-{{{{ namespace.name }}}}\" that renders a label value: at most 63 letters, digits, '-', '_' or '.', beginning and ending with a letter or digit"
     )]
     InstanceId(String),
+}
+
+/// An object whose pinned field depends on the namespace, with the two sample namespaces.
+#[derive(Debug)]
+pub struct Pinned {
+    pub object: ObjectKey,
+    pub field: &'static str,
+    pub namespaces: [String; 2],
 }
 
 fn detail_text(detail: &Option<String>) -> String {

@@ -3,15 +3,17 @@
 //! valid YAML), so no label, annotation or value can add structure: a newline, `---` or `{{`
 //! inside a value stays part of one quoted string (see `escape`).
 
+mod asleep;
+mod dns_label;
 mod error;
 mod escape;
+mod hash;
 mod instance_id;
-mod names;
-mod policy;
-mod revision;
+pub(crate) mod policy;
 mod templates;
 
-pub use error::{RenderError, RenderErrors, RenderProblem};
+pub use asleep::scaled_to_zero;
+pub use error::{Pinned, RenderError, RenderErrors, RenderProblem};
 pub use escape::escape_non_printable;
 pub use policy::{ObjectName, ObjectProblem, PolicyError};
 pub use templates::{TemplatesError, load, load_dir};
@@ -46,6 +48,15 @@ pub struct Renderer {
     policy: Policy,
 }
 
+/// Its revision says which templates and values it renders.
+impl std::fmt::Debug for Renderer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Renderer")
+            .field("revision", &self.revision)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Renderer {
     /// Loads the config's templates directory and compiles every template.
     pub fn load(config: &Config) -> Result<Renderer, RenderErrors> {
@@ -54,7 +65,7 @@ impl Renderer {
 
     /// Compiles `(file name, source)` pairs; syntax errors of all files are reported together.
     pub fn new(sources: Vec<(String, String)>, config: &Config) -> Result<Renderer, RenderErrors> {
-        let revision = revision::revision(
+        let revision = hash::revision(
             sources.iter().map(|(n, s)| (n.as_str(), s.as_str())),
             &config.values,
             &config.override_specs,
@@ -72,7 +83,7 @@ impl Renderer {
         env.add_filter("e", escape::escape_filter);
         env.add_filter("tojson", escape::tojson_filter);
         env.add_filter("yaml", yaml_filter);
-        env.add_filter("dns_label", names::dns_label_filter);
+        env.add_filter("dns_label", dns_label::dns_label_filter);
         env.add_function("fail", fail);
         let mut errors = Vec::new();
         let mut files = Vec::new();

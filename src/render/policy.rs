@@ -16,7 +16,7 @@ use crate::config::ServiceType;
 use crate::kinds::Kind;
 use crate::object::{ObjectKey, Stamped};
 use crate::ownership;
-use crate::render::revision::object_hash;
+use crate::render::hash::stamp_hash;
 use serde_json::{Map, Value};
 
 mod error;
@@ -107,7 +107,6 @@ pub fn admit(doc: Value, template: &str, target: &Target) -> Result<Stamped, Pol
         ownership::REVISION.into(),
         Value::String(target.revision.into()),
     );
-    annotations.remove(ownership::HASH);
     match kind {
         Kind::ConfigMap => check_config_map(&object),
         Kind::RoleBinding => check_role_binding(&object, target),
@@ -117,11 +116,10 @@ pub fn admit(doc: Value, template: &str, target: &Target) -> Result<Stamped, Pol
     }
     .map_err(in_object)?;
     check_apply_safe(&Value::Object(object.clone()), &mut Vec::new()).map_err(in_object)?;
-    let hash = object_hash(&Value::Object(object.clone()));
+    let hash = stamp_hash(&mut object);
     if let Some(Value::Object(metadata)) = object.get_mut("metadata")
         && let Some(Value::Object(annotations)) = metadata.get_mut("annotations")
     {
-        annotations.insert(ownership::HASH.into(), Value::String(hash.clone()));
         // Checked with flotilla's own annotations in: the API server limits them all together.
         check_annotations(annotations).map_err(in_object)?;
     }

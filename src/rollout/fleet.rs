@@ -31,6 +31,7 @@ use serde::{Deserialize, Serialize};
     printcolumn(name = "Updated", type_ = "string", json_path = ".status.updated"),
     printcolumn(name = "Ready", type_ = "string", json_path = ".status.ready"),
     printcolumn(name = "Failed", type_ = "string", json_path = ".status.failed"),
+    printcolumn(name = "Asleep", type_ = "string", json_path = ".status.asleep"),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(name = "Message", type_ = "string", json_path = ".status.message")
 )]
@@ -63,6 +64,9 @@ pub struct FleetStatus {
     pub updated: String,
     pub ready: String,
     pub failed: String,
+    /// Out of the fleet: whose controller sleeps (`n/total`).
+    #[serde(default)]
+    pub asleep: String,
     pub total: i64,
     /// The namespaces that failed at the target.
     #[serde(default)]
@@ -113,6 +117,7 @@ pub fn status(
         updated: of(counts.updated),
         ready: of(counts.ready),
         failed: of(counts.failed),
+        asleep: of(counts.asleep),
         total: i64::try_from(counts.total).unwrap_or(i64::MAX),
         failed_namespaces: state.failed.iter().cloned().collect(),
         reap_held: 0,

@@ -32,6 +32,7 @@ pub fn member(name: &str, canary: bool, status: Option<&WorkerStatus>) -> Member
             Phase::RenderFailed | Phase::ApplyFailed | Phase::Conflict
         ),
         reconciled_at: time(&status.last_reconcile_time),
+        asleep: status.phase == Phase::Sleeping,
     }
 }
 
@@ -59,7 +60,12 @@ mod tests {
         assert_eq!(m.applied.as_deref(), Some("r2"));
         assert_eq!(m.applied_since.unwrap().to_string(), "2026-12-01T10:00:00Z");
         assert_eq!(m.healthy_since.unwrap().to_string(), "2026-12-01T10:00:03Z");
-        assert!(m.canary && !m.failing);
+        assert!(m.canary && !m.failing && !m.asleep);
+        let sleeping = WorkerStatus {
+            phase: Phase::Sleeping,
+            ..status.clone()
+        };
+        assert!(member("team-a", false, Some(&sleeping)).asleep);
         let failed = WorkerStatus {
             phase: Phase::RenderFailed,
             conditions: Vec::new(),

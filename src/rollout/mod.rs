@@ -3,14 +3,21 @@
 
 pub mod brake;
 pub mod fleet;
+pub mod fleet_snapshot;
+pub mod kept;
 pub mod member;
+pub mod message;
 pub mod plan;
 pub mod revision;
 pub mod strategy;
+pub mod turn;
 
-pub use brake::ReapBrake;
+pub use brake::{Brake, ReapBrake, Seen};
+pub use fleet_snapshot::FleetSnapshot;
+pub use kept::KeptRevisions;
 pub use plan::{Counts, Member, Phase, State, Step, step};
 pub use strategy::{Amount, AmountFile, OnFailure, Strategy};
+pub use turn::{News, Turn, turn};
 
 #[cfg(test)]
 mod tests;

@@ -29,6 +29,8 @@ pub struct Member {
     pub failing: bool,
     /// When its status last changed.
     pub reconciled_at: Option<Timestamp>,
+    /// Its controller sleeps (scaled to zero: its health is what it showed awake).
+    pub asleep: bool,
 }
 
 #[derive(
@@ -73,6 +75,8 @@ pub struct Counts {
     pub failed: usize,
     /// Moved to the target and not done yet, or failed there and not healthy.
     pub unavailable: usize,
+    /// Whose controller sleeps.
+    pub asleep: usize,
 }
 
 /// What one step decided.
@@ -280,6 +284,7 @@ pub fn step(
             .count(),
         failed: next.failed.len(),
         unavailable: unavailable(&next),
+        asleep: members.iter().filter(|m| m.asleep).count(),
     };
     Step {
         state: next,

@@ -31,6 +31,7 @@ fn fleet(n: usize, canaries: usize) -> Vec<Member> {
             unhealthy_since: None,
             failing: false,
             reconciled_at: Some(t(-1000)),
+            asleep: false,
         })
         .collect()
 }
@@ -57,6 +58,7 @@ struct Run {
     states: Vec<State>,
     /// The namespaces moved, in the order they were.
     order: Vec<String>,
+    /// The most namespaces at once that were updating or not healthy for the soak yet.
     peak_unavailable: usize,
     members: Vec<Member>,
 }
@@ -73,10 +75,20 @@ fn run(mut members: Vec<Member>, strategy: &Strategy, good: bool, seconds: i64) 
         let now = t(second);
         let step = step(&state, &members, strategy, false, now);
         run.order.extend(step.admitted.iter().cloned());
-        run.peak_unavailable = run.peak_unavailable.max(step.counts.unavailable);
         state = step.state;
         run.states.push(state.clone());
         cluster(&mut members, &state, now, good);
+        // Counted from what the cluster shows, not by the step: applied at the target and not
+        // yet healthy for the soak.
+        let soaked = |healthy: Timestamp| {
+            let elapsed = now.duration_since(healthy);
+            elapsed >= k8s_openapi::jiff::SignedDuration::try_from(strategy.soak).unwrap()
+        };
+        let unavailable = members
+            .iter()
+            .filter(|m| m.applied.as_deref() == Some(NEW) && !m.healthy_since.is_some_and(soaked))
+            .count();
+        run.peak_unavailable = run.peak_unavailable.max(unavailable);
     }
     run.members = members;
     run

@@ -1,53 +1,45 @@
 //! The status of a NamespaceWorker, computed from what one reconcile saw: a pure function,
 //! so every phase transition is a table of cases (status/tests.rs).
 
-use super::health::Health;
+use super::asleep;
+use super::observation::{Conditions, Observation};
 use super::resource::{Condition, Phase, StampedRef, WorkerStatus};
-use super::workflows;
+use super::workflows_ignored;
 use crate::object::{ObjectKey, Stamped};
-use crate::workflows::Seen;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use std::time::Duration;
-
-/// What one reconcile of an opted-in namespace saw.
-pub struct Observation<'a> {
-    pub namespace: &'a str,
-    /// The rendered set, or why rendering failed.
-    pub rendered: Result<&'a [Stamped], String>,
-    /// Objects left alone because flotilla did not stamp them.
-    pub conflicts: &'a [(ObjectKey, String)],
-    /// The API server's refusal of an object, if one was refused (nothing after it was sent).
-    pub refused: Option<&'a str>,
-    /// The controller Deployment's health, once its controller has looked at it.
-    pub health: Option<&'a Health>,
-    pub revision: &'a str,
-    /// What flotilla knows of the namespace's Workflows.
-    pub workflows: &'a Seen,
-    /// The instanceID the rendered controller has (None: none); read only if rendering worked.
-    pub instance_id: Option<&'a str>,
-    pub now: Timestamp,
-    pub degraded_after: Duration,
-}
-
-/// Now, in whole seconds: the precision Kubernetes shows times with.
-pub fn now() -> Timestamp {
-    Timestamp::from_second(Timestamp::now().as_second()).unwrap_or_else(|_| Timestamp::now())
-}
 
 /// The new status, and when to look again if a deadline is pending (Progressing -> Degraded).
 pub fn compute(
     previous: Option<&WorkerStatus>,
     seen: &Observation,
 ) -> (WorkerStatus, Option<Duration>) {
-    let conditions = Conditions {
-        previous,
-        now: seen.now.to_string(),
-    };
+    let conditions = Conditions::new(previous, seen.now);
     let applied = applied(&conditions, seen);
-    let available = available(&conditions, seen);
-    let (phase, mut message, recheck) = phase(seen, &applied, &available);
-    let (ignored, workflows_ignored) = workflows::ignored(&conditions, seen);
-    if let Some(summary) = workflows::summary(workflows_ignored) {
+    let asleep = match (seen.sleep, &seen.rendered) {
+        (Some((verdict, policy)), _) => Some(asleep::condition(&conditions, verdict, policy)),
+        // Not refreshed while rendering fails: keep what was last known.
+        (None, Err(_)) => conditions.last(asleep::TYPE).cloned(),
+        (None, Ok(_)) => None,
+    };
+    let sleeping = asleep.as_ref().is_some_and(|c| c.status == "True");
+    // A controller scaled to zero is neither available nor not: what it showed when it last
+    // ran stands, which is what the rollout proved it by.
+    let available = match conditions.last("Available") {
+        Some(last) if sleeping => last.clone(),
+        _ => available(&conditions, seen),
+    };
+    let (mut phase, mut message, mut recheck) = phase(seen, &applied, &available);
+    if let Some(asleep) = asleep.as_ref().filter(|_| sleeping)
+        && !matches!(
+            phase,
+            Phase::RenderFailed | Phase::ApplyFailed | Phase::Conflict
+        )
+    {
+        (phase, message, recheck) = (Phase::Sleeping, asleep::message(asleep), None);
+    }
+    let (ignored, workflows_ignored) = workflows_ignored::ignored(&conditions, seen);
+    if let Some(summary) = workflows_ignored::summary(workflows_ignored) {
         message = format!("{message}; {summary}");
     }
     let keep = |f: fn(&WorkerStatus) -> String| previous.map(f).unwrap_or_default();
@@ -71,7 +63,7 @@ pub fn compute(
     let revision_since = match previous {
         Some(p) if p.revision == revision => p.revision_since.clone(),
         _ if revision.is_empty() => String::new(),
-        _ => conditions.now.clone(),
+        _ => seen.now.to_string(),
     };
     let mut status = WorkerStatus {
         phase,
@@ -84,45 +76,16 @@ pub fn compute(
         image,
         objects,
         workflows_ignored,
-        conditions: vec![applied, available, ignored],
+        conditions: [applied, available, ignored]
+            .into_iter()
+            .chain(asleep)
+            .collect(),
         last_reconcile_time: keep(|p| p.last_reconcile_time.clone()),
     };
     if previous != Some(&status) {
-        status.last_reconcile_time = conditions.now;
+        status.last_reconcile_time = seen.now.to_string();
     }
     (status, recheck)
-}
-
-/// Builds conditions that keep their transition time while their status stays the same.
-pub(super) struct Conditions<'a> {
-    pub(super) previous: Option<&'a WorkerStatus>,
-    now: String,
-}
-
-impl Conditions<'_> {
-    pub(super) fn last(&self, type_: &str) -> Option<&Condition> {
-        self.previous?.conditions.iter().find(|c| c.type_ == type_)
-    }
-
-    pub(super) fn make(
-        &self,
-        type_: &str,
-        status: &str,
-        reason: &str,
-        message: String,
-    ) -> Condition {
-        let since = self
-            .last(type_)
-            .filter(|c| c.status == status)
-            .map_or(self.now.clone(), |c| c.last_transition_time.clone());
-        Condition {
-            type_: type_.into(),
-            status: status.into(),
-            reason: reason.into(),
-            message,
-            last_transition_time: since,
-        }
-    }
 }
 
 /// `Applied`: whether everything rendered is in place.

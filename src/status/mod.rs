@@ -1,13 +1,17 @@
 //! The NamespaceWorker resource and its status: the CRD type, how a status is computed from
 //! what a reconcile saw (pure), and what a Deployment says of its availability.
 
+mod asleep;
 mod compute;
 mod health;
+mod observation;
 mod resource;
-mod workflows;
+mod workflows_ignored;
 
-pub use compute::{Observation, compute, followed, now};
+pub use asleep::{asleep_since, proven_at};
+pub use compute::{compute, followed};
 pub use health::{Health, availability};
+pub use observation::{Observation, now};
 pub use resource::{
     Condition, NamespaceWorker, NamespaceWorkerSpec, Phase, StampedRef, WorkerStatus, worker_object,
 };

@@ -54,8 +54,7 @@ pub struct WorkerStatus {
     pub ready: String,
     pub ready_replicas: i64,
     pub desired_replicas: i64,
-    /// The templates-and-values revision last applied. Left out until there is one: 1.20 turns an
-    /// empty string in a custom resource into null, which the schema then refuses.
+    /// The templates-and-values revision last applied; left out until there is one.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub revision: String,
     /// When `revision` became what it is: a rollout's soak counts from the later of this and
@@ -93,6 +92,8 @@ pub enum Phase {
     ApplyFailed,
     /// A rendered object's name is taken by an object flotilla did not stamp.
     Conflict,
+    /// Idle: its controller is scaled to zero until there is work (condition `Asleep`).
+    Sleeping,
 }
 
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
@@ -106,7 +107,7 @@ pub struct StampedRef {
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Condition {
-    /// `Applied`, `Available` or `WorkflowsIgnored`.
+    /// `Applied`, `Available`, `WorkflowsIgnored` or `Asleep`.
     #[serde(rename = "type")]
     pub type_: String,
     /// `True`, `False` or `Unknown`.

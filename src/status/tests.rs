@@ -64,6 +64,7 @@ fn observe<'a>(
         instance_id: Some("team-a"),
         now,
         degraded_after: Duration::from_secs(300),
+        sleep: None,
     }
 }
 
@@ -487,3 +488,6 @@ fn the_worker_follows_the_workflow_controller_whatever_else_the_set_runs() {
 fn followed_name(objects: &[Stamped]) -> Option<&str> {
     followed(objects).map(|key| key.name.as_str())
 }
+
+#[path = "asleep_tests.rs"]
+mod sleeping;

@@ -43,6 +43,10 @@ fn a_controller_ignores_what_does_not_carry_its_id() {
         assert_eq!(seen.ignored(instance_id), ignored, "{instance_id:?}");
     }
     assert_eq!(Counts::default().ignored(Some("team-a")), 0);
+    let taken = [(Some("team-a"), 3), (Some("other"), 1), (None, 2)];
+    for (instance_id, n) in taken {
+        assert_eq!(seen.taken(instance_id), n, "{instance_id:?}");
+    }
 }
 
 #[test]

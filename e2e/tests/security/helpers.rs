@@ -89,9 +89,7 @@ pub(super) async fn wait_rendered(client: &kube::Client, namespace: &str) {
     .await;
 }
 
-/// Waits until `fleet` has stamped exactly `want` objects for `namespace`, and the
-/// controller-manager is done with them (it adds the token Secret to each ServiceAccount, a
-/// write of its own), so that their resourceVersions only change if someone writes them.
+/// Waits until `fleet` has stamped exactly `want` objects for `namespace`.
 pub(super) async fn wait_count(
     fleet: &Fleet,
     client: &kube::Client,
@@ -103,11 +101,7 @@ pub(super) async fn wait_count(
         &format!("{want} objects stamped for {namespace}"),
         || async {
             let have = fleet.stamped_for(client, namespace).await;
-            let settled = have.iter().all(|o| {
-                o.types.as_ref().is_none_or(|t| t.kind != "ServiceAccount")
-                    || o.data["secrets"].as_array().is_some_and(|s| !s.is_empty())
-            });
-            (have.len() == want && settled).then_some(have)
+            (have.len() == want).then_some(have)
         },
     )
     .await

@@ -15,11 +15,14 @@
 //!   render fails that way, a reserved namespace the selector matches, overrides beyond the
 //!   declared keys and bounds.
 //! - `credentials.rs`: what flotilla's own token is refused, and the Roles it stamps.
+//! - `admission.rs`: with the admission policy installed, a stolen token is refused what RBAC
+//!   alone would let it write by name.
 //! - `writes.rs`: its token writes only the names the templates render, nowhere else.
 //! - `logs.rs`: structured logs without tokens or object bodies.
 //! - `tenants.rs`: a namespace owner cannot make flotilla act outside their namespace.
 //! - `helpers.rs`: what they share.
 
+mod admission;
 mod credentials;
 mod helpers;
 mod logs;
@@ -85,6 +88,11 @@ async fn overrides_beyond_the_declared_keys_and_bounds_change_nothing() {
 #[tokio::test]
 async fn flotillas_own_credentials_are_refused_what_it_must_not_do() {
     credentials::flotillas_own_credentials_are_refused_what_it_must_not_do().await;
+}
+
+#[tokio::test]
+async fn a_stolen_token_is_refused_what_the_policy_bounds() {
+    admission::a_stolen_token_is_refused_what_the_policy_bounds().await;
 }
 
 #[tokio::test]

@@ -1,8 +1,9 @@
-//! DriftRepaired Events, one per repaired object and aggregated as Kubernetes aggregates a
-//! repeated Event (its `count` and `lastTimestamp`): the first repair of an object creates its
-//! Event; the repairs that follow within a minute are counted and folded into one update of
-//! that Event (count, lastTimestamp, message), at most once a minute. Someone re-editing an
-//! object every second costs one Event write a minute, not sixty.
+//! DriftRepaired Events, one per repaired object, and Applied Events, one per NamespaceWorker,
+//! aggregated as Kubernetes aggregates a repeated Event (its `count` and `lastTimestamp`): the
+//! first occurrence creates its Event; those that follow within a minute are counted and folded
+//! into one update of that Event (count, lastTimestamp, message), at most once a minute.
+//! Someone re-editing an object every second (its content, or its `flotilla.dev/hash`
+//! annotation, which makes it applied again) costs one Event write a minute, not sixty.
 //!
 //! Pure: given what was sent and when, what to send now. The sender task feeds it repairs and
 //! wakes it when [`Aggregator::next_due`] says.
@@ -22,12 +23,36 @@ pub const INTERVAL: Duration = Duration::from_secs(60);
 /// (Kubernetes' own aggregation window; the API server keeps Events for an hour).
 pub const FORGET_AFTER: Duration = Duration::from_secs(600);
 
-/// One repair of `object`, told on `regarding` (its namespace's NamespaceWorker).
+/// What happened, once.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Subject {
+    /// `object` was reverted to its template.
+    Repaired(ObjectKey),
+    /// Objects were applied; the note says how many, at which revision.
+    Applied(String),
+    /// The namespace's controller was scaled to zero; the note says why.
+    Slept(String),
+    /// It was woken; the note says what for.
+    Woke(String),
+}
+
+impl Subject {
+    pub(super) fn reason(&self) -> Reason {
+        match self {
+            Subject::Repaired(_) => Reason::DriftRepaired,
+            Subject::Applied(_) => Reason::Applied,
+            Subject::Slept(_) => Reason::Slept,
+            Subject::Woke(_) => Reason::Woke,
+        }
+    }
+}
+
+/// One occurrence, told on `regarding` (its namespace's NamespaceWorker).
 #[derive(Debug, Clone)]
 pub struct Repair {
-    pub object: ObjectKey,
+    pub subject: Subject,
     pub regarding: ObjectReference,
-    /// When it was repaired, by the monotonic clock (pacing) and the wall clock (the Event).
+    /// When it happened, by the monotonic clock (pacing) and the wall clock (the Event).
     pub at: Instant,
     pub time: Timestamp,
 }
@@ -46,7 +71,9 @@ pub enum Write {
 struct Key {
     /// The uid of what the Event is about (its name if it has none).
     regarding: String,
-    object: ObjectKey,
+    reason: &'static str,
+    /// The object repaired; `None` for the others.
+    object: Option<ObjectKey>,
 }
 
 struct Entry {
@@ -74,7 +101,7 @@ impl Aggregator {
         }
     }
 
-    /// One more repair: the write it makes due now, if any.
+    /// One more occurrence: the write it makes due now, if any.
     pub fn repaired(&mut self, repair: Repair) -> Option<Write> {
         let key = Key {
             regarding: repair
@@ -83,16 +110,26 @@ impl Aggregator {
                 .clone()
                 .or_else(|| repair.regarding.name.clone())
                 .unwrap_or_default(),
-            object: repair.object.clone(),
+            reason: repair.subject.reason().as_str(),
+            object: match &repair.subject {
+                Subject::Repaired(object) => Some(object.clone()),
+                Subject::Applied(_) | Subject::Slept(_) | Subject::Woke(_) => None,
+            },
         };
         let known = self
             .entries
             .get(&key)
             .is_some_and(|e| repair.at < e.last_repair + FORGET_AFTER);
         if !known {
-            let note = format!("reverted an edit of {} to its template", repair.object);
+            let reason = repair.subject.reason();
+            let note = match &repair.subject {
+                Subject::Repaired(object) => {
+                    format!("reverted an edit of {object} to its template")
+                }
+                Subject::Applied(note) | Subject::Slept(note) | Subject::Woke(note) => note.clone(),
+            };
             let created = event(
-                Reason::DriftRepaired,
+                reason,
                 &note,
                 &repair.regarding,
                 self.instance.clone(),
@@ -113,7 +150,7 @@ impl Aggregator {
         entry.event.count = Some(count);
         entry.event.last_timestamp = Some(Time(repair.time));
         entry.event.message = Some(repeated(
-            &repair.object,
+            &repair.subject,
             count,
             entry.event.first_timestamp.as_ref(),
         ));
@@ -169,12 +206,18 @@ fn event_of(write: &Write) -> &Event {
     }
 }
 
-fn repeated(object: &ObjectKey, count: i32, since: Option<&Time>) -> String {
-    match since {
-        Some(Time(first)) => {
-            format!("reverted edits of {object} to its template, {count} times since {first}")
+fn repeated(subject: &Subject, count: i32, since: Option<&Time>) -> String {
+    let since = match since {
+        Some(Time(first)) => format!(" since {first}"),
+        None => String::new(),
+    };
+    match subject {
+        Subject::Repaired(object) => {
+            format!("reverted edits of {object} to its template, {count} times{since}")
         }
-        None => format!("reverted edits of {object} to its template, {count} times"),
+        Subject::Applied(note) => format!("{note} ({count} applies{since})"),
+        Subject::Slept(note) => format!("{note} (slept {count} times{since})"),
+        Subject::Woke(note) => format!("{note} (woke {count} times{since})"),
     }
 }
 
@@ -221,7 +264,7 @@ mod tests {
 
         fn repair(&self, name: &str, regarding: &str, seconds: u64) -> Repair {
             Repair {
-                object: object(name),
+                subject: Subject::Repaired(object(name)),
                 regarding: worker(regarding),
                 at: self.at(seconds),
                 time: self.wall + Duration::from_secs(seconds),
@@ -384,5 +427,50 @@ mod tests {
             idle.repaired(clock.repair("cm", "team-a", 600)),
             Some(Write::Create(_))
         ));
+    }
+
+    #[test]
+    fn applies_are_counted_into_one_event_per_namespace_worker() {
+        let clock = Clock::new();
+        let mut events = Aggregator::new(None);
+        let applied = |seconds: u64, regarding: &str| Repair {
+            subject: Subject::Applied(format!(
+                "created 0, updated 1 objects at revision r{seconds}"
+            )),
+            regarding: worker(regarding),
+            at: clock.at(seconds),
+            time: clock.wall + Duration::from_secs(seconds),
+        };
+        let first = events.repaired(applied(0, "team-a")).map(|w| summary(&w));
+        assert_eq!(
+            first.map(|s| (s.0, s.2, s.4)),
+            Some((
+                "create",
+                1,
+                "created 0, updated 1 objects at revision r0".to_string()
+            ))
+        );
+        assert_eq!(
+            event_of(&events.repaired(applied(0, "team-b")).unwrap())
+                .reason
+                .as_deref(),
+            Some("Applied")
+        );
+        for second in 1..5 {
+            assert!(events.repaired(applied(second, "team-a")).is_none());
+        }
+        // A repair of an object of the same worker is an Event of its own.
+        assert!(events.repaired(clock.repair("cm", "team-a", 5)).is_some());
+        let due: Vec<_> = events.due(clock.at(60)).iter().map(summary).collect();
+        assert_eq!(
+            due,
+            [(
+                "update",
+                due[0].1.clone(),
+                5,
+                "2026-12-01T09:00:04Z".to_string(),
+                "created 0, updated 1 objects at revision r4 (5 applies since 2026-12-01T09:00:00Z)".to_string()
+            )]
+        );
     }
 }

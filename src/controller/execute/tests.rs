@@ -5,48 +5,11 @@ use super::*;
 use crate::kinds::Kind;
 use crate::object::Stamped;
 use crate::plan::Step;
-use http::{Method, Request, Response, StatusCode};
-use kube::client::Body;
+use crate::testing::{Exchange, exchange, serve};
+use http::{Method, StatusCode};
 use serde_json::{Value, json};
 
 const INSTANCE: &str = "fleet";
-
-/// One expected request and the answer to it.
-struct Exchange {
-    method: Method,
-    path: &'static str,
-    /// Must all appear in the query string...
-    query: &'static [&'static str],
-    /// ...and these must not.
-    not: &'static [&'static str],
-    status: StatusCode,
-    answer: Value,
-}
-
-fn exchange(method: Method, path: &'static str, query: &'static [&'static str]) -> Exchange {
-    Exchange {
-        method,
-        path,
-        query,
-        not: &[],
-        status: StatusCode::OK,
-        answer: json!({}),
-    }
-}
-
-impl Exchange {
-    fn without(self, not: &'static [&'static str]) -> Exchange {
-        Exchange { not, ..self }
-    }
-
-    fn answer(self, status: StatusCode, answer: Value) -> Exchange {
-        Exchange {
-            status,
-            answer,
-            ..self
-        }
-    }
-}
 
 /// Runs `steps` against an API that expects exactly `script`, in order; returns what each step
 /// did and the request bodies received.
@@ -54,55 +17,11 @@ async fn run(
     steps: Vec<Step<'_>>,
     script: Vec<Exchange>,
 ) -> (Vec<Result<Done, Error>>, Vec<Value>) {
-    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let server = tokio::spawn(async move {
-        let mut bodies = Vec::new();
-        for expected in script {
-            let (request, respond) = handle.next_request().await.unwrap_or_else(|| {
-                panic!("no request; expected {} {}", expected.method, expected.path)
-            });
-            let (method, uri) = (request.method().clone(), request.uri().clone());
-            assert_eq!(
-                (&method, uri.path()),
-                (&expected.method, expected.path),
-                "unexpected request {method} {uri}"
-            );
-            let query = uri.query().unwrap_or_default();
-            for part in expected.query {
-                assert!(
-                    query.contains(part),
-                    "{method} {uri}: no {part} in the query"
-                );
-            }
-            for part in expected.not {
-                assert!(!query.contains(part), "{method} {uri}: {part} in the query");
-            }
-            let bytes = http_body_util::BodyExt::collect(request.into_body())
-                .await
-                .unwrap()
-                .to_bytes();
-            bodies.push(serde_json::from_slice(&bytes).unwrap_or(Value::Null));
-            let body = Body::from(serde_json::to_vec(&expected.answer).unwrap());
-            respond.send_response(
-                Response::builder()
-                    .status(expected.status)
-                    .body(body)
-                    .unwrap(),
-            );
-        }
-        // The client is dropped once the steps are done: any further request would show here.
-        if let Some((request, _)) = handle.next_request().await {
-            panic!("unexpected request {} {}", request.method(), request.uri());
-        }
-        bodies
-    });
-    let client = Client::new(service, "default");
-    let metrics = crate::telemetry::Metrics::default();
+    let (client, server) = serve(script);
     let executor = Executor {
         client: &client,
         field_manager: "flotilla",
         instance: INSTANCE,
-        metrics: &metrics,
     };
     let done = executor.run(steps).await;
     drop(client);
@@ -190,25 +109,6 @@ async fn a_create_is_one_server_side_apply_that_holds_only_while_the_name_is_fre
         [Done::Created(cm.key.clone(), verified("8"))]
     );
     assert_eq!(bodies, [create_only(&cm)]);
-}
-
-#[tokio::test]
-async fn a_create_refused_for_its_precondition_is_sent_again_without_it() {
-    let cm = config_map();
-    // What a Service create on a 1.20 API server answers.
-    let refused = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 500,
-        "message": "resourceVersion should not be set on objects to be created"});
-    let create = || exchange(Method::PATCH, CM, &["fieldManager=flotilla"]).without(&["force"]);
-    let script = vec![
-        create().answer(StatusCode::INTERNAL_SERVER_ERROR, refused),
-        create().answer(StatusCode::OK, live("8", json!({"k": "v"}))),
-    ];
-    let (done, bodies) = run(vec![Step::Create { object: &cm }], script).await;
-    assert_eq!(
-        done.into_iter().map(Result::unwrap).collect::<Vec<_>>(),
-        [Done::Created(cm.key.clone(), verified("8"))]
-    );
-    assert_eq!(bodies, [create_only(&cm), cm.body]);
 }
 
 #[tokio::test]

@@ -3,8 +3,8 @@
 
 use super::*;
 use crate::status::Phase;
-use http::{Method, Request, Response};
-use kube::client::Body;
+use crate::testing::{exchange, serve};
+use http::{Method, StatusCode};
 use serde_json::{Value, json};
 
 const INSTANCE: &str = "fleet";
@@ -35,40 +35,24 @@ async fn write(
     new: &WorkerStatus,
     patched: Option<NamespaceWorker>,
 ) -> (Option<ObjectReference>, Vec<Value>) {
-    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let server = tokio::spawn(async move {
-        let mut bodies = Vec::new();
-        if let Some(answer) = patched {
-            let (request, respond) = handle.next_request().await.expect("a status PATCH");
-            assert_eq!(
-                (request.method(), request.uri().path()),
-                (&Method::PATCH, STATUS_PATH)
-            );
-            let bytes = http_body_util::BodyExt::collect(request.into_body())
-                .await
-                .unwrap()
-                .to_bytes();
-            bodies.push(serde_json::from_slice(&bytes).unwrap_or(Value::Null));
-            let body = Body::from(serde_json::to_vec(&answer).unwrap());
-            respond.send_response(Response::builder().body(body).unwrap());
-        }
-        if let Some((request, _)) = handle.next_request().await {
-            panic!("unexpected request {} {}", request.method(), request.uri());
-        }
-        bodies
-    });
-    let client = Client::new(service, "default");
-    let (memory, metrics) = (Memory::default(), Metrics::default());
+    let script = patched
+        .map(|answer| {
+            let answer = serde_json::to_value(answer).unwrap();
+            exchange(Method::PATCH, STATUS_PATH, &[]).answer(StatusCode::OK, answer)
+        })
+        .into_iter()
+        .collect();
+    let (client, server) = serve(script);
+    let memory = Memory::default();
     let workers = Workers {
         client: &client,
         field_manager: "flotilla",
         instance: INSTANCE,
         memory: &memory,
-        metrics: &metrics,
     };
-    let watched = Arc::new(WorkerView::from(worker("41", old)));
+    let watched = super::watched(&WorkerView::from(worker("41", old)), "team-a", INSTANCE);
     let written = workers
-        .write("team-a", None, Some(watched), Some(old), new, || {
+        .write("team-a", None, Some(&watched), Some(old), new, || {
             Some("41".into())
         })
         .await

@@ -147,6 +147,27 @@ pub enum ObjectProblem {
         container: ContainerName,
         added: Value,
     },
+    /// `port` as the template wrote it.
+    #[error(
+        "{container}: ports.hostPort is {}; a stamped container may not take a port of the node",
+        truncate(&.port.to_string(), 100)
+    )]
+    HostPort {
+        container: ContainerName,
+        port: Value,
+    },
+    /// The sysctls as the template wrote them.
+    #[error(
+        "spec.template.spec.securityContext.sysctls is {}; a stamped pod may not tune the node's kernel",
+        truncate(&.0.to_string(), 100)
+    )]
+    Sysctls(Value),
+    /// The container whose profile it is; `None` for the pod's.
+    #[error(
+        "{}seccompProfile.type is Unconfined; a stamped pod keeps the runtime's system call filter (RuntimeDefault)",
+        match .0 { Some(container) => format!("{container}: securityContext."), None => "spec.template.spec.securityContext.".to_string() }
+    )]
+    SeccompUnconfined(Option<ContainerName>),
     /// `value` as the template wrote it (`null` when unset, which Kubernetes takes as true).
     #[error(
         "{container}: securityContext.allowPrivilegeEscalation must be false (got {value}; unset means true)"

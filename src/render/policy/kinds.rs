@@ -105,8 +105,9 @@ fn set(value: &Value) -> bool {
 }
 
 /// A Deployment's pod template gets nothing of the node it runs on: no host network, PIDs or
-/// IPC, no hostPath volume, and in every container (init and ephemeral too) no privileged
-/// mode, no added capability and `allowPrivilegeEscalation: false` (unset means true).
+/// IPC, no hostPath volume, no sysctls, no `Unconfined` seccomp profile, and in every container
+/// (init and ephemeral too) no privileged mode, no added capability, no host port, no
+/// `Unconfined` seccomp profile and `allowPrivilegeEscalation: false` (unset means true).
 pub(super) fn check_pod_spec(pod: &Value) -> Result<(), ObjectProblem> {
     for field in ["hostNetwork", "hostPID", "hostIPC"] {
         if set(&pod[field]) {
@@ -117,6 +118,13 @@ pub(super) fn check_pod_spec(pod: &Value) -> Result<(), ObjectProblem> {
         if set(&volume["hostPath"]) {
             return Err(ObjectProblem::HostPath(text(&volume["name"])));
         }
+    }
+    let sysctls = &pod["securityContext"]["sysctls"];
+    if set(sysctls) && sysctls.as_array().is_none_or(|a| !a.is_empty()) {
+        return Err(ObjectProblem::Sysctls(sysctls.clone()));
+    }
+    if unconfined(&pod["securityContext"]) {
+        return Err(ObjectProblem::SeccompUnconfined(None));
     }
     for list in ["initContainers", "containers", "ephemeralContainers"] {
         for container in pod[list].as_array().into_iter().flatten() {
@@ -141,9 +149,24 @@ pub(super) fn check_pod_spec(pod: &Value) -> Result<(), ObjectProblem> {
                     value: context["allowPrivilegeEscalation"].clone(),
                 });
             }
+            if unconfined(context) {
+                return Err(ObjectProblem::SeccompUnconfined(Some(at())));
+            }
+            let ports = container["ports"].as_array().into_iter().flatten();
+            if let Some(port) = ports.map(|p| &p["hostPort"]).find(|p| set(p) && **p != 0) {
+                return Err(ObjectProblem::HostPort {
+                    container: at(),
+                    port: port.clone(),
+                });
+            }
         }
     }
     Ok(())
+}
+
+/// A security context whose seccomp profile is `Unconfined`: no system call filtered.
+fn unconfined(context: &Value) -> bool {
+    context["seccompProfile"]["type"] == "Unconfined"
 }
 
 /// A Service claims no external IPs (traffic to any address could be taken), and is of a type

@@ -334,10 +334,10 @@ fn a_binding_binds_service_accounts_of_its_namespace_only() {
 fn deployment(pod: Value) -> Value {
     let mut spec = json!({
         "serviceAccountName": "argo",
-        "securityContext": {"runAsNonRoot": true},
+        "securityContext": {"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}, "sysctls": []},
         "initContainers": [{"name": "init", "image": "i:1",
-            "securityContext": {"allowPrivilegeEscalation": false}}],
-        "containers": [{"name": "main", "image": "m:1",
+            "securityContext": {"allowPrivilegeEscalation": false, "seccompProfile": {"type": "Localhost", "localhostProfile": "p.json"}}}],
+        "containers": [{"name": "main", "image": "m:1", "ports": [{"containerPort": 80}, {"containerPort": 81, "hostPort": 0}],
             "securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"], "add": []}}}],
         "volumes": [{"name": "tmp", "emptyDir": {}}],
         "hostNetwork": false,
@@ -405,6 +405,22 @@ fn a_deployments_pods_get_nothing_of_the_node() {
         (
             json!({"ephemeralContainers": container("debug", json!({"privileged": true}))}),
             "ephemeralContainer debug: securityContext.privileged is set; a stamped container may not be privileged",
+        ),
+        (
+            json!({"containers": [{"name": "main", "image": "x:1", "securityContext": no_escalation, "ports": [{"containerPort": 80}, {"containerPort": 22, "hostPort": 22}]}]}),
+            "container main: ports.hostPort is 22; a stamped container may not take a port of the node",
+        ),
+        (
+            json!({"securityContext": {"sysctls": [{"name": "kernel.msgmax", "value": "1"}]}}),
+            "spec.template.spec.securityContext.sysctls is [{\"name\":\"kernel.msgmax\",\"value\":\"1\"}]; a stamped pod may not tune the node's kernel",
+        ),
+        (
+            json!({"securityContext": {"seccompProfile": {"type": "Unconfined"}}}),
+            "spec.template.spec.securityContext.seccompProfile.type is Unconfined; a stamped pod keeps the runtime's system call filter (RuntimeDefault)",
+        ),
+        (
+            json!({"initContainers": container("init", json!({"allowPrivilegeEscalation": false, "seccompProfile": {"type": "Unconfined"}}))}),
+            "initContainer init: securityContext.seccompProfile.type is Unconfined; a stamped pod keeps the runtime's system call filter (RuntimeDefault)",
         ),
         (
             json!({"containers": [{"name": "ok", "image": "x:1", "securityContext": no_escalation}, {"name": "second", "image": "x:1"}]}),
