@@ -3,7 +3,7 @@
 //! the downward API) and its environment.
 
 use super::netns::API_PORT;
-use super::pod::Place;
+use super::place::Place;
 use super::sandbox::write_volume;
 use super::spec;
 use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};

@@ -9,6 +9,7 @@
 mod inputs;
 mod netns;
 mod node;
+mod place;
 mod pod;
 mod ready_marker;
 pub mod sandbox;

@@ -3,7 +3,8 @@
 //! say when the Deployment scales down. It runs the pods whose image is one of its programs, and
 //! leaves every other pod Pending and unbound, as a cluster without a node for it would.
 
-use super::pod::{self, Place, Program, Stop};
+use super::place::Place;
+use super::pod::{self, Program, Stop};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node as NodeObject, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};

@@ -5,12 +5,12 @@
 
 use super::inputs::{environment, lay_out};
 use super::netns::Netns;
+use super::place::Place;
 use super::sandbox::PodSpec;
 use super::spec::{self, Observed};
 use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
-use kube::{Client, ResourceExt};
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -36,14 +36,6 @@ pub enum Stop {
     Graceful(Duration),
     /// The pod is gone, or the node stops: at once.
     Now,
-}
-
-/// Where a pod runs: shared by its task and the node.
-pub struct Place {
-    pub client: Client,
-    pub node: String,
-    pub dir: PathBuf,
-    pub api_server: SocketAddr,
 }
 
 /// The pod's container log: every process it ran, one after another.
