@@ -24,6 +24,22 @@ pub fn kubectl(kubeconfig: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// The API server on the host's loopback, from a kubeconfig's `https://127.0.0.1:PORT`.
+pub fn api_server_address(kubeconfig: &Path) -> std::net::SocketAddr {
+    let kubeconfig = Kubeconfig::read_from(kubeconfig).unwrap();
+    let server = kubeconfig.clusters[0]
+        .cluster
+        .as_ref()
+        .unwrap()
+        .server
+        .clone()
+        .unwrap();
+    let address = server.trim_start_matches("https://").trim_end_matches('/');
+    address
+        .parse()
+        .unwrap_or_else(|_| panic!("the API server at {server} is not an IP and port"))
+}
+
 /// Writes to `path` a kubeconfig like `admin`'s, authenticating as ServiceAccount
 /// `namespace/account` (which must exist) with a token from the TokenRequest API, as clusters mint
 /// them (no token Secrets since Kubernetes 1.24).

@@ -11,7 +11,7 @@
 //! per-controller cost measured here times the count, and say so.
 
 use crate::cluster::{Cluster, Flotilla};
-use crate::common::kubectl;
+use crate::common::{api_server_address, kubectl};
 use crate::controllers::{Requests, cpu, percentile, processes, rss_mib, watches_open};
 use crate::kubelet::{Node, Program};
 use crate::report::Target;
@@ -44,22 +44,6 @@ fn argo_build(bench: &Bench) -> PathBuf {
         .expect("bash runs");
     assert!(out.status.success(), "e2e/build.sh path argo failed");
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-}
-
-/// The API server on the host's loopback, from the admin kubeconfig's `https://127.0.0.1:PORT`.
-fn api_server(kubeconfig: &std::path::Path) -> std::net::SocketAddr {
-    let kubeconfig = kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
-    let server = kubeconfig.clusters[0]
-        .cluster
-        .as_ref()
-        .unwrap()
-        .server
-        .clone()
-        .unwrap();
-    let address = server.trim_start_matches("https://").trim_end_matches('/');
-    address
-        .parse()
-        .unwrap_or_else(|_| panic!("the API server at {server} is not an IP and port"))
 }
 
 fn workflows(client: &kube::Client, namespace: &str) -> Api<DynamicObject> {
@@ -150,7 +134,7 @@ pub async fn run(bench: &Bench) -> (String, Vec<Target>) {
         entrypoint: vec!["workflow-controller".into()],
         user: (8737, 8737),
     };
-    let api_server = api_server(&cluster.admin_kubeconfig);
+    let api_server = api_server_address(&cluster.admin_kubeconfig);
     let node_dir = crate::cluster::state_dir().join("nodes/bench-sleep");
     let node = Node::start(&client, "bench-sleep", vec![program], api_server, node_dir).await;
     let rollout = serde_json::json!({"maxUnavailable": "100%", "soakSeconds": 2});

@@ -79,21 +79,9 @@ pub fn workflows(client: &kube::Client, namespace: &str) -> Api<DynamicObject> {
     Api::namespaced_with(client.clone(), namespace, &ApiResource::from_gvk(&gvk))
 }
 
-/// The API server on the host's loopback, from the admin kubeconfig's `https://127.0.0.1:PORT`.
+/// The API server on the host's loopback.
 pub fn api_server() -> SocketAddr {
-    let text = std::fs::read_to_string(&env().admin_kubeconfig).unwrap();
-    let kubeconfig: kube::config::Kubeconfig = serde_saphyr::from_str(&text).unwrap();
-    let server = kubeconfig.clusters[0]
-        .cluster
-        .as_ref()
-        .unwrap()
-        .server
-        .clone()
-        .unwrap();
-    let address = server.trim_start_matches("https://").trim_end_matches('/');
-    address
-        .parse()
-        .unwrap_or_else(|_| panic!("the API server at {server} is not an IP and port"))
+    crate::common::api_server_address(&env().admin_kubeconfig)
 }
 
 /// A node running the real workflow-controller for pods of `image`. Its pods' files and logs stay
