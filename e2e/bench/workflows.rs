@@ -49,16 +49,7 @@ impl Counted {
 
 fn rss_bytes(flotilla: &Flotilla) -> Option<f64> {
     let pid = flotilla.process().ok()?;
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kib: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kib * 1024.0)
+    crate::controllers::rss_mib(pid).map(|mib| mib * 1024.0 * 1024.0)
 }
 
 /// Every NamespaceWorker's `WorkflowsIgnored` reason and count.
