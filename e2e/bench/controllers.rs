@@ -20,9 +20,10 @@ pub fn processes(bin: &Path) -> BTreeMap<String, u32> {
             continue;
         };
         let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
-        // Chrooted, the process's exe is its path inside the read-only root.
+        // In the node stand-in's sandbox the build is mounted at the pod's /usr/local/bin, so the
+        // host sees the exe under the pod's root: <pod dir>/rootfs/usr/local/bin.
         let ours = exe.file_name().is_some_and(|n| n == "workflow-controller")
-            && (exe.starts_with(bin) || exe.starts_with("/usr/local/bin"));
+            && (exe.starts_with(bin) || exe.ends_with("usr/local/bin/workflow-controller"));
         if !ours {
             continue;
         }

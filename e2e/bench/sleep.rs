@@ -94,6 +94,37 @@ async fn wait_until(what: &str, limit: Duration, mut check: impl AsyncFnMut() ->
     }
 }
 
+/// The controller processes of `namespaces` (another control plane on this host may run
+/// controllers of its own from the same build).
+fn controllers(bin: &std::path::Path, namespaces: &[String]) -> BTreeMap<String, u32> {
+    let mut found = processes(bin);
+    found.retain(|ns, _| namespaces.contains(ns));
+    found
+}
+
+/// Waits until exactly `want` of `namespaces` run a controller; on a timeout, says which do.
+async fn wait_for_controllers(
+    what: &str,
+    bin: &std::path::Path,
+    namespaces: &[String],
+    want: &[&String],
+    limit: Duration,
+) {
+    let start = Instant::now();
+    loop {
+        let running = controllers(bin, namespaces);
+        if running.len() == want.len() && want.iter().all(|ns| running.contains_key(*ns)) {
+            return;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "bench: {what} did not happen within {limit:?}: running {:?}, wanted {want:?}",
+            running.keys().collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 async fn phases(client: &kube::Client, names: &[String]) -> BTreeMap<String, Phase> {
     let api: Api<NamespaceWorker> = Api::all(client.clone());
     let list = api.list(&Default::default()).await.unwrap();
@@ -106,8 +137,13 @@ async fn phases(client: &kube::Client, names: &[String]) -> BTreeMap<String, Pha
 
 /// The cost of the controllers running now: processes, summed RSS (MiB), watches open on the
 /// API server beyond `baseline`.
-async fn cost(client: &kube::Client, bin: &std::path::Path, baseline: f64) -> (usize, f64, f64) {
-    let pids = processes(bin);
+async fn cost(
+    client: &kube::Client,
+    bin: &std::path::Path,
+    namespaces: &[String],
+    baseline: f64,
+) -> (usize, f64, f64) {
+    let pids = controllers(bin, namespaces);
     let rss: f64 = pids.values().filter_map(|p| rss_mib(*p)).sum();
     let watches = watches_open(client).await.unwrap_or(f64::NAN) - baseline;
     (pids.len(), rss, watches)
@@ -152,10 +188,13 @@ pub async fn run(bench: &Bench) -> (String, Vec<Target>) {
     let fleet = names("sleep", k);
     let startup = Requests::mark(&cluster.audit_log);
     crate::setup::create_namespaces(&client, &fleet, true).await;
-    wait_until(
+    let everyone: Vec<&String> = fleet.iter().collect();
+    wait_for_controllers(
         "every controller running",
+        &bin,
+        &fleet,
+        &everyone,
         Duration::from_secs(600),
-        async || processes(&bin).len() == k,
     )
     .await;
     wait_until(
@@ -175,12 +214,12 @@ pub async fn run(bench: &Bench) -> (String, Vec<Target>) {
     tokio::time::sleep(Duration::from_secs(30)).await;
     let started = startup.since();
     let window = Requests::mark(&cluster.audit_log);
-    let pids = processes(&bin);
+    let pids = controllers(&bin, &fleet);
     let cpu0 = cpu(&pids);
     tokio::time::sleep(IDLE_WINDOW).await;
     let cpu1 = cpu(&pids);
     let idle_requests = window.since();
-    let (awake_n, awake_rss, awake_watches) = cost(&client, &bin, baseline).await;
+    let (awake_n, awake_rss, awake_watches) = cost(&client, &bin, &fleet, baseline).await;
     let per = |total: f64| total / awake_n.max(1) as f64;
     let cpu_share: f64 = cpu1
         .iter()
@@ -219,11 +258,11 @@ pub async fn run(bench: &Bench) -> (String, Vec<Target>) {
                 .values()
                 .filter(|p| **p == Phase::Sleeping)
                 .count();
-            asleep == k && processes(&bin).is_empty()
+            asleep == k && controllers(&bin, &fleet).is_empty()
         },
     )
     .await;
-    let (_, _, asleep_watches) = cost(&client, &bin, baseline).await;
+    let (_, _, asleep_watches) = cost(&client, &bin, &fleet, baseline).await;
     let active: Vec<&String> = fleet.iter().take(k.div_ceil(10)).collect();
     for ns in &active {
         let long = workflow("long", ns, 3600);
@@ -232,14 +271,16 @@ pub async fn run(bench: &Bench) -> (String, Vec<Target>) {
             .await
             .unwrap();
     }
-    wait_until(
+    wait_for_controllers(
         "the active tenth running",
+        &bin,
+        &fleet,
+        &active,
         Duration::from_secs(300),
-        async || processes(&bin).len() == active.len(),
     )
     .await;
     tokio::time::sleep(Duration::from_secs(30)).await;
-    let (active_n, active_rss, active_watches) = cost(&client, &bin, baseline).await;
+    let (active_n, active_rss, active_watches) = cost(&client, &bin, &fleet, baseline).await;
     for ns in &active {
         let _ = workflows(&client, ns)
             .delete("long", &Default::default())
@@ -257,7 +298,7 @@ pub async fn run(bench: &Bench) -> (String, Vec<Target>) {
             Duration::from_secs(300),
             async || {
                 phases(&client, std::slice::from_ref(ns)).await.get(ns) == Some(&Phase::Sleeping)
-                    && !processes(&bin).contains_key(ns)
+                    && !controllers(&bin, &fleet).contains_key(ns)
             },
         )
         .await;
