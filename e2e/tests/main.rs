@@ -30,6 +30,7 @@ mod pod;
 mod queries;
 mod real_argo;
 mod rollout;
+mod rollout_safety;
 mod sbom;
 mod scenarios;
 mod security;
