@@ -93,7 +93,8 @@ impl Executor<'_> {
             Step::Read { object } => {
                 let live = self.get(object, Read::WatchCache).await?;
                 // Never another Read: what was read decides.
-                let decided = plan::after_read(object, live.as_ref(), self.instance);
+                let decided =
+                    plan::after_read(object, live.as_ref(), self.instance, self.field_manager);
                 Box::pin(self.step(decided)).await
             }
             Step::Keep { object, verified } => Ok(Done::InSync(object.key.clone(), verified)),
@@ -107,7 +108,8 @@ impl Executor<'_> {
                 // decides (theirs is left alone), once.
                 Err(e) if is_conflict(&e) => {
                     let live = self.get(object, Read::Latest).await?;
-                    match plan::after_read(object, live.as_ref(), self.instance) {
+                    match plan::after_read(object, live.as_ref(), self.instance, self.field_manager)
+                    {
                         Step::Create { .. } => Err(e),
                         decided => Box::pin(self.step(decided)).await,
                     }
