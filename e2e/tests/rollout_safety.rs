@@ -8,6 +8,7 @@ use crate::kubelet::ReadyMarker;
 use crate::rollout::{look, wait_all_at, wait_fleet_phase, with_image};
 use flotilla::rollout::Phase;
 use flotilla::status::{NamespaceWorker, Phase as WorkerPhase};
+use k8s_openapi::api::apps::v1::{ControllerRevision, Deployment};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, ResourceExt};
 use std::collections::BTreeMap;
@@ -15,7 +16,13 @@ use std::time::{Duration, Instant};
 
 /// `n` namespaces `<prefix>-<i>`, opted in; those whose index is in `canaries` labelled
 /// `tier=canary`.
-async fn namespaces(client: &kube::Client, fleet: &Fleet, prefix: &str, n: usize, canaries: &[usize]) -> Vec<String> {
+async fn namespaces(
+    client: &kube::Client,
+    fleet: &Fleet,
+    prefix: &str,
+    n: usize,
+    canaries: &[usize],
+) -> Vec<String> {
     let names: Vec<String> = (0..n).map(|i| format!("{prefix}-{i}")).collect();
     for (i, name) in names.iter().enumerate() {
         let mut labels = BTreeMap::from([(fleet.label.clone(), "on".to_string())]);
@@ -28,16 +35,32 @@ async fn namespaces(client: &kube::Client, fleet: &Fleet, prefix: &str, n: usize
 }
 
 /// Starts `fleet` at image `v1` over `names` and waits until revision 1 is complete.
-async fn settled_at_v1(client: &kube::Client, fleet: &Fleet, names: &[String], v1: &str) -> Flotilla {
+async fn settled_at_v1(
+    client: &kube::Client,
+    fleet: &Fleet,
+    names: &[String],
+    v1: &str,
+) -> Flotilla {
     let flotilla = fleet.start();
     wait_all_at(client, names, v1).await;
-    wait_fleet_phase(client, &fleet.instance, 1, Phase::Complete, Duration::from_secs(60)).await;
+    wait_fleet_phase(
+        client,
+        &fleet.instance,
+        1,
+        Phase::Complete,
+        Duration::from_secs(60),
+    )
+    .await;
     flotilla
 }
 
 /// How many of `names` run `image`.
 async fn running(client: &kube::Client, names: &[String], image: &str) -> usize {
-    look(client, names).await.values().filter(|s| s.image == image).count()
+    look(client, names)
+        .await
+        .values()
+        .filter(|s| s.image == image)
+        .count()
 }
 
 async fn worker_phase(client: &kube::Client, name: &str) -> Option<WorkerPhase> {
@@ -76,15 +99,30 @@ async fn a_namespace_refused_at_the_target_ends_the_rollout_as_the_strategy_says
     fleet.values["logLevel"] = serde_json::json!("debug");
     fleet.config_file();
     // Well within the 300 s deadline: a refusal at the target needs no deadline.
-    let failed = wait_fleet_phase(&client, &fleet.instance, 2, Phase::Failed, Duration::from_secs(60)).await;
+    let failed = wait_fleet_phase(
+        &client,
+        &fleet.instance,
+        2,
+        Phase::Failed,
+        Duration::from_secs(60),
+    )
+    .await;
     let status = failed.status.unwrap();
-    assert_eq!(status.failed_namespaces, [bad.clone()], "{}", status.message);
+    assert_eq!(
+        status.failed_namespaces,
+        std::slice::from_ref(bad),
+        "{}",
+        status.message
+    );
     assert!(status.message.contains(bad.as_str()), "{}", status.message);
     // maxFailures 0 and maxUnavailable 1: nothing else moved.
     let workers: Api<NamespaceWorker> = Api::all(client.clone());
     for name in &names[1..] {
         let revision = workers.get(name).await.unwrap().status.unwrap().revision;
-        assert_eq!(revision, status.stable_hash, "{name} moved past a failed rollout");
+        assert_eq!(
+            revision, status.stable_hash,
+            "{name} moved past a failed rollout"
+        );
     }
     flotilla.stop();
     delete_namespaces_and_wait(&client, &names).await;
@@ -92,10 +130,9 @@ async fn a_namespace_refused_at_the_target_ends_the_rollout_as_the_strategy_says
 
 /// Finding 2: with no member at all (a selector typo), `all()` over nothing made the target
 /// stable, and once the typo was fixed the namespaces not moved stayed on the old revision under
-/// a Complete Fleet. Then: NamespaceWorkers deleted while flotilla is down pinned every
-/// namespace to the target at once.
+/// a Complete Fleet.
 #[tokio::test]
-async fn an_empty_fleet_promotes_nothing_and_lost_workers_move_nobody_at_once() {
+async fn an_empty_fleet_promotes_nothing_and_the_rollout_completes_once_the_typo_is_fixed() {
     let client = admin().await;
     // The brake as it comes (the harness lifts it): the typo opts out all six, held.
     let mut fleet = Fleet::new("rs-empty").with(
@@ -131,24 +168,56 @@ async fn an_empty_fleet_promotes_nothing_and_lost_workers_move_nobody_at_once() 
         "an empty fleet promoted the target: {}",
         empty.message
     );
-    fleet.settings.insert("selector".into(), serde_json::json!(selector));
+    fleet
+        .settings
+        .insert("selector".into(), serde_json::json!(selector));
     fleet.config_file();
     kubelet.accept(&v2);
     wait_all_at(&client, &names, &v2).await;
-    wait_fleet_phase(&client, &fleet.instance, 2, Phase::Complete, Duration::from_secs(120)).await;
+    wait_fleet_phase(
+        &client,
+        &fleet.instance,
+        2,
+        Phase::Complete,
+        Duration::from_secs(120),
+    )
+    .await;
+    flotilla.stop();
+    delete_namespaces_and_wait(&client, &names).await;
+}
+
+/// Finding 2, the other half: NamespaceWorkers deleted while flotilla is down left their
+/// namespaces with no recorded revision, and each was pinned to the target at once, past
+/// `maxUnavailable`.
+#[tokio::test]
+async fn namespace_workers_deleted_mid_rollout_move_nobody_at_once() {
+    let client = admin().await;
+    let mut fleet = Fleet::new("rs-nsw").with(
+        "rollout",
+        serde_json::json!({"maxUnavailable": 1, "soakSeconds": 1, "progressDeadlineSeconds": 600}),
+    );
+    forget_revisions(&client, &fleet.instance).await;
+    let names = namespaces(&client, &fleet, "rs-nsw", 6, &[]).await;
+    let v1 = with_image(&mut fleet, "v1");
+    let _kubelet = ReadyMarker::start(&client, "rs-nsw-", &[&v1]);
+    let flotilla = settled_at_v1(&client, &fleet, &names, &v1).await;
     flotilla.stop();
 
-    // v3 in progress, then every NamespaceWorker deleted while flotilla is down.
-    let v3 = with_image(&mut fleet, "v3");
+    // v2 in progress (its pods not ready), then every NamespaceWorker deleted while flotilla
+    // is down.
+    let v2 = with_image(&mut fleet, "v2");
     let flotilla = fleet.start();
-    eventually("a namespace at v3", || async {
-        (running(&client, &names, &v3).await >= 1).then_some(())
+    eventually("a namespace at v2", || async {
+        (running(&client, &names, &v2).await >= 1).then_some(())
     })
     .await;
     flotilla.stop();
     let workers: Api<NamespaceWorker> = Api::all(client.clone());
     for name in &names {
-        workers.delete(name, &DeleteParams::default()).await.unwrap();
+        workers
+            .delete(name, &DeleteParams::default())
+            .await
+            .unwrap();
     }
     eventually("the NamespaceWorkers gone", || async {
         let listed = workers.list(&ListParams::default()).await.ok()?;
@@ -168,9 +237,16 @@ async fn an_empty_fleet_promotes_nothing_and_lost_workers_move_nobody_at_once() 
         (back == names.len()).then_some(())
     })
     .await;
-    let at_v3 = running(&client, &names, &v3).await;
-    assert!(at_v3 <= 1, "{at_v3} namespaces moved to v3 at once with maxUnavailable 1");
-    let status = fleet_object(&client, &fleet.instance).await.unwrap().status.unwrap();
+    let at_v2 = running(&client, &names, &v2).await;
+    assert!(
+        at_v2 <= 1,
+        "{at_v2} namespaces moved to v2 at once with maxUnavailable 1"
+    );
+    let status = fleet_object(&client, &fleet.instance)
+        .await
+        .unwrap()
+        .status
+        .unwrap();
     assert_ne!(status.phase, Phase::Complete, "{}", status.message);
     flotilla.stop();
     delete_namespaces_and_wait(&client, &names).await;
@@ -198,16 +274,29 @@ async fn canaries_move_within_max_unavailable() {
     let started = Instant::now();
     while two_since.is_none_or(|t| t.elapsed() < Duration::from_secs(5)) {
         let moved = running(&client, &names, &v2).await;
-        assert!(moved <= 2, "{moved} canaries at v2 at once with maxUnavailable 2");
+        assert!(
+            moved <= 2,
+            "{moved} canaries at v2 at once with maxUnavailable 2"
+        );
         if moved == 2 {
             two_since.get_or_insert_with(Instant::now);
         }
-        assert!(started.elapsed() < Duration::from_secs(60), "two canaries never moved");
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "two canaries never moved"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     kubelet.accept(&v2);
     wait_all_at(&client, &names, &v2).await;
-    wait_fleet_phase(&client, &fleet.instance, 2, Phase::Complete, Duration::from_secs(120)).await;
+    wait_fleet_phase(
+        &client,
+        &fleet.instance,
+        2,
+        Phase::Complete,
+        Duration::from_secs(120),
+    )
+    .await;
     flotilla.stop();
     delete_namespaces_and_wait(&client, &names).await;
 }
@@ -230,22 +319,284 @@ async fn a_failed_namespace_deleted_leaves_no_failure_without_a_name() {
     let flotilla = settled_at_v1(&client, &fleet, &names, &v1).await;
     let bad = with_image(&mut fleet, "bad");
     fleet.config_file();
-    let failed = wait_fleet_phase(&client, &fleet.instance, 2, Phase::Failed, Duration::from_secs(90)).await;
+    let failed = wait_fleet_phase(
+        &client,
+        &fleet.instance,
+        2,
+        Phase::Failed,
+        Duration::from_secs(90),
+    )
+    .await;
     assert_eq!(failed.status.unwrap().failed_namespaces, [names[0].clone()]);
     delete_namespaces_and_wait(&client, &names[..1]).await;
-    let last = eventually_within(Duration::from_secs(90), "the other namespace failed, by name", || async {
-        let status = fleet_object(&client, &fleet.instance).await?.status?;
-        assert!(
-            !(status.phase == Phase::Failed && status.failed_namespaces.is_empty()),
-            "Failed with nothing failed: {}",
-            status.message
-        );
-        (status.phase == Phase::Failed && status.failed_namespaces == [names[1].clone()])
-            .then_some(status)
-    })
+    let last = eventually_within(
+        Duration::from_secs(90),
+        "the other namespace failed, by name",
+        || async {
+            let status = fleet_object(&client, &fleet.instance).await?.status?;
+            assert!(
+                !(status.phase == Phase::Failed && status.failed_namespaces.is_empty()),
+                "Failed with nothing failed: {}",
+                status.message
+            );
+            (status.phase == Phase::Failed && status.failed_namespaces == [names[1].clone()])
+                .then_some(status)
+        },
+    )
     .await;
-    assert!(last.message.contains(&format!("1 failed at revision 2 (maxFailures 0): {}", names[1])), "{}", last.message);
+    assert!(
+        last.message.contains(&format!(
+            "1 failed at revision 2 (maxFailures 0): {}",
+            names[1]
+        )),
+        "{}",
+        last.message
+    );
     assert_eq!(running(&client, &names[1..], &bad).await, 1);
     flotilla.stop();
     delete_namespaces_and_wait(&client, &names[1..]).await;
+}
+
+/// Finding 4: a tenant with `edit` removed label `flotilla.dev/instance` from the stamped
+/// Deployment (a Conflict flotilla never reclaimed, so every rollout failed there), or set
+/// `spec.paused: true` on it (not drift, so no new revision ever ran). Both are drift now,
+/// repaired as any other, and the rollout completes.
+#[tokio::test]
+async fn a_tenants_label_removal_or_pause_is_drift_and_the_rollout_completes() {
+    let client = admin().await;
+    let mut fleet = Fleet::new("rs-veto").with(
+        "rollout",
+        serde_json::json!({"maxUnavailable": 1, "soakSeconds": 1,
+            "progressDeadlineSeconds": 120, "maxFailures": 0}),
+    );
+    forget_revisions(&client, &fleet.instance).await;
+    let names = namespaces(&client, &fleet, "rs-veto", 2, &[]).await;
+    let v1 = with_image(&mut fleet, "v1");
+    let kubelet = ReadyMarker::start(&client, "rs-veto-", &[&v1]);
+    let flotilla = settled_at_v1(&client, &fleet, &names, &v1).await;
+    let deployment = |ns: &str| Api::<Deployment>::namespaced(client.clone(), ns);
+    let tamper = |patch: serde_json::Value| Patch::Merge(patch);
+    deployment(&names[0])
+        .patch(
+            "workflow-controller",
+            &PatchParams::default(),
+            &tamper(serde_json::json!({"metadata": {"labels": {"flotilla.dev/instance": null}}})),
+        )
+        .await
+        .unwrap();
+    deployment(&names[1])
+        .patch(
+            "workflow-controller",
+            &PatchParams::default(),
+            &tamper(serde_json::json!({"spec": {"paused": true}})),
+        )
+        .await
+        .unwrap();
+    eventually_within(
+        Duration::from_secs(60),
+        "the label back and the pause undone",
+        || async {
+            let labelled = deployment(&names[0])
+                .get("workflow-controller")
+                .await
+                .ok()?;
+            let unpaused = deployment(&names[1])
+                .get("workflow-controller")
+                .await
+                .ok()?;
+            let label = labelled.labels().get("flotilla.dev/instance").cloned();
+            let paused = unpaused.spec.paused.unwrap_or(false);
+            (label.as_deref() == Some(fleet.instance.as_str()) && !paused).then_some(())
+        },
+    )
+    .await;
+    let v2 = with_image(&mut fleet, "v2");
+    kubelet.accept(&v2);
+    fleet.config_file();
+    wait_fleet_phase(
+        &client,
+        &fleet.instance,
+        2,
+        Phase::Complete,
+        Duration::from_secs(120),
+    )
+    .await;
+    wait_all_at(&client, &names, &v2).await;
+    flotilla.stop();
+    delete_namespaces_and_wait(&client, &names).await;
+}
+
+/// Finding 8: a 5xx on apply never reached the NamespaceWorker (only a 4xx became
+/// ApplyFailed). It shows as ApplyFailed, reason ServerError, and a rollout counts it as failed
+/// only once the deadline passed. The 5xx: a webhook the API server cannot reach, with
+/// `failurePolicy: Fail`, on Deployments of the test's namespace only.
+#[tokio::test]
+async fn a_server_error_on_apply_is_shown_and_fails_a_rollout_only_after_the_deadline() {
+    let client = admin().await;
+    let deadline = 20;
+    let mut fleet = Fleet::new("rs-5xx").with(
+        "rollout",
+        serde_json::json!({"maxUnavailable": 1, "soakSeconds": 1,
+            "progressDeadlineSeconds": deadline, "maxFailures": 0}),
+    );
+    forget_revisions(&client, &fleet.instance).await;
+    let names = namespaces(&client, &fleet, "rs-5xx", 1, &[]).await;
+    let v1 = with_image(&mut fleet, "v1");
+    let kubelet = ReadyMarker::start(&client, "rs-5xx-", &[&v1]);
+    let flotilla = settled_at_v1(&client, &fleet, &names, &v1).await;
+    let webhook = format!(
+        r#"apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {{name: rs-5xx}}
+webhooks:
+  - name: unreachable.e2e.flotilla.dev
+    clientConfig: {{url: "https://127.0.0.1:1/"}}
+    rules:
+      - {{apiGroups: [apps], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [deployments]}}
+    namespaceSelector: {{matchLabels: {{kubernetes.io/metadata.name: {ns}}}}}
+    sideEffects: None
+    admissionReviewVersions: [v1]
+    failurePolicy: Fail
+    timeoutSeconds: 2
+"#,
+        ns = names[0]
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("webhook.yaml");
+    std::fs::write(&file, webhook).unwrap();
+    kubectl(
+        &env().admin_kubeconfig,
+        &["apply", "-f", file.to_str().unwrap()],
+    );
+    let _webhook = Removed(file);
+    let v2 = with_image(&mut fleet, "v2");
+    kubelet.accept(&v2);
+    fleet.config_file();
+    let workers: Api<NamespaceWorker> = Api::all(client.clone());
+    let seen = eventually_within(
+        Duration::from_secs(60),
+        "ApplyFailed, reason ServerError",
+        || async {
+            let status = workers.get(&names[0]).await.ok()?.status?;
+            let applied = status.conditions.iter().find(|c| c.type_ == "Applied")?;
+            (status.phase == WorkerPhase::ApplyFailed && applied.reason == "ServerError")
+                .then_some(Instant::now())
+        },
+    )
+    .await;
+    let status = fleet_object(&client, &fleet.instance)
+        .await
+        .unwrap()
+        .status
+        .unwrap();
+    assert_eq!(
+        status.phase,
+        Phase::Progressing,
+        "failed before the deadline: {}",
+        status.message
+    );
+    let failed = wait_fleet_phase(
+        &client,
+        &fleet.instance,
+        2,
+        Phase::Failed,
+        Duration::from_secs(90),
+    )
+    .await;
+    assert_eq!(failed.status.unwrap().failed_namespaces, [names[0].clone()]);
+    println!(
+        "Failed {:?} after the worker showed the 5xx",
+        seen.elapsed()
+    );
+    flotilla.stop();
+    delete_namespaces_and_wait(&client, &names).await;
+}
+
+/// Deletes what the file it names applied, however the test ends.
+struct Removed(std::path::PathBuf);
+
+impl Drop for Removed {
+    fn drop(&mut self) {
+        let file = self.0.to_string_lossy().into_owned();
+        let args = ["delete", "--ignore-not-found", "-f", file.as_str()];
+        kubectl(&env().admin_kubeconfig, &args);
+    }
+}
+
+/// Finding 3: the stable revision's ControllerRevision deleted after a failed rollout, then a
+/// failover: the new leader took the newest (failed) revision as settled and sent it to the
+/// whole fleet. It holds, naming the missing revision, and moves nothing until the admin acts.
+#[tokio::test]
+async fn a_missing_stable_revision_holds_the_rollout_until_the_admin_acts() {
+    let client = admin().await;
+    let mut fleet = Fleet::new("rs-lost").with(
+        "rollout",
+        serde_json::json!({"canary": "tier=canary", "maxUnavailable": 1, "soakSeconds": 1,
+            "progressDeadlineSeconds": 10, "maxFailures": 0}),
+    );
+    forget_revisions(&client, &fleet.instance).await;
+    let names = namespaces(&client, &fleet, "rs-lost", 3, &[0]).await;
+    let v1 = with_image(&mut fleet, "v1");
+    let _kubelet = ReadyMarker::start(&client, "rs-lost-", &[&v1]);
+    let flotilla = settled_at_v1(&client, &fleet, &names, &v1).await;
+    let bad = with_image(&mut fleet, "bad");
+    fleet.config_file();
+    wait_fleet_phase(
+        &client,
+        &fleet.instance,
+        2,
+        Phase::Failed,
+        Duration::from_secs(90),
+    )
+    .await;
+    flotilla.stop();
+    let revisions: Api<ControllerRevision> = Api::namespaced(client.clone(), FLOTILLA_NAMESPACE);
+    let selector = format!("flotilla.dev/instance={}", fleet.instance);
+    let listed = revisions
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .unwrap();
+    let first = listed.items.iter().find(|r| r.revision == Some(1)).unwrap();
+    revisions
+        .delete(&first.name_any(), &DeleteParams::default())
+        .await
+        .unwrap();
+
+    let flotilla = fleet.start();
+    let others = &names[1..];
+    let never_bad = || async {
+        let moved = running(&client, others, &bad).await;
+        assert_eq!(moved, 0, "the failed revision went to the fleet");
+    };
+    eventually("the Fleet holding, naming revision 1", || async {
+        never_bad().await;
+        let status = fleet_object(&client, &fleet.instance).await?.status?;
+        status
+            .message
+            .contains("holding: the stable revision 1 (")
+            .then_some(())
+    })
+    .await;
+    // Held: nothing moves while it says so (the leader takes a turn every second).
+    let held = Instant::now();
+    while held.elapsed() < Duration::from_secs(5) {
+        never_bad().await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(running(&client, others, &v1).await, others.len());
+
+    // The admin acts: the config back to v1's content, recorded as revision 3.
+    let _ = with_image(&mut fleet, "v1");
+    fleet.config_file();
+    wait_fleet_phase(
+        &client,
+        &fleet.instance,
+        3,
+        Phase::Complete,
+        Duration::from_secs(120),
+    )
+    .await;
+    wait_all_at(&client, &names, &v1).await;
+    flotilla.stop();
+    delete_namespaces_and_wait(&client, &names).await;
 }

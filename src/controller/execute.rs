@@ -36,6 +36,12 @@ impl Error {
         matches!(&self.source, kube::Error::Api(status) if (400..500).contains(&status.code) && status.code != 429)
     }
 
+    /// The API server failed on its side (5xx): it may pass. Retried as any failure, and shown
+    /// in the NamespaceWorker meanwhile (`ApplyFailed`, reason `ServerError`).
+    pub fn server_error(&self) -> bool {
+        matches!(&self.source, kube::Error::Api(status) if (500..600).contains(&status.code))
+    }
+
     pub fn on(
         action: &'static str,
         object: impl fmt::Display,

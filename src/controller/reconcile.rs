@@ -71,7 +71,7 @@ async fn sync(
     if sync.rendered.is_ok() {
         ctx.workflows.expect(name, sync.instance_id.as_deref());
     }
-    let (status, outcome) = tally.conclude(snapshot, sync, refusal.as_deref(), status::now());
+    let (status, outcome) = tally.conclude(snapshot, sync, refusal.as_ref(), status::now());
     let watched_now = || {
         ctx.stores
             .worker(name)

@@ -48,10 +48,22 @@ impl Default for Rollout {
 
 impl Rollout {
     /// The revision to render namespace `name` at, whose objects were last applied at
-    /// `applied` (which can still be rendered if `known`); `None` before the rollout is loaded.
-    pub fn pin(&self, name: &str, applied: Option<&str>, known: bool) -> Option<String> {
+    /// `applied` (which can still be rendered if `known`; `stamped`: objects of it exist);
+    /// `None` before the rollout is loaded.
+    pub fn pin(
+        &self,
+        name: &str,
+        applied: Option<&str>,
+        known: bool,
+        stamped: bool,
+    ) -> Option<String> {
         let state = read(&self.state);
-        Some(state.as_ref()?.pin(name, applied, known).to_string())
+        Some(
+            state
+                .as_ref()?
+                .pin(name, applied, known, stamped)
+                .to_string(),
+        )
     }
 
     /// Waits until the rollout is loaded.
@@ -104,7 +116,9 @@ pub async fn run(ctx: Arc<Context>, queue: Arc<WorkQueue>, mut leader: watch::Re
 }
 
 /// On a gain of leadership: the revisions (the config in force recorded as the newest), the
-/// Fleet (created if missing), and the rollout state its status records.
+/// Fleet (created if missing), and the rollout state its status records, even when its
+/// revisions are no longer kept: taken as settled at the newest, a failed revision would go to
+/// the whole fleet at once (the turn holds instead, rollout/turn.rs).
 async fn load(ctx: &Context) -> kube::Result<State> {
     ctx.history.list(&ctx.client).await?;
     let fleet = fleet_object(ctx).await?;
@@ -114,7 +128,7 @@ async fn load(ctx: &Context) -> kube::Result<State> {
         .status
         .as_ref()
         .map(FleetStatus::state)
-        .filter(|s| ctx.history.known(&s.target) && ctx.history.known(&s.stable))
+        .filter(|s| !s.stable.is_empty())
         .unwrap_or_else(|| State::settled(current.renderer.revision()));
     tracing::info!(stable = %state.stable, target = %state.target, phase = ?state.phase, "rollout loaded");
     Ok(state)

@@ -125,13 +125,16 @@ async fn a_new_revision_admits_a_batch_and_pins_it_before_queueing() {
     let (mut f, older) = fleet_of(BATCH_OF_2, FleetSpec::default(), 5, at_stable, script);
     let queued = take_turn(&f, State::settled(&older)).await;
     assert_eq!(queued, ["ns-0", "ns-1"]);
-    let pinned = f.ctx.rollout.pin("ns-0", Some(&older), true);
+    let pinned = f.ctx.rollout.pin("ns-0", Some(&older), true, true);
     assert_eq!(
         pinned,
         Some(f.revision()),
         "pinned to the target before queued"
     );
-    assert_eq!(f.ctx.rollout.pin("ns-2", Some(&older), true), Some(older));
+    assert_eq!(
+        f.ctx.rollout.pin("ns-2", Some(&older), true, true),
+        Some(older)
+    );
     assert_eq!(fleet_events(&mut f), ["RolloutProgressing"]);
     let bodies = f.requests().await;
     let status = status_of(&bodies[0]);
@@ -203,7 +206,7 @@ async fn with_on_failure_rollback_the_updated_namespaces_return() {
     let state = State::settled(&older).retarget(&f.revision());
     assert_eq!(take_turn(&f, state).await, ["ns-0", "ns-1"]);
     assert_eq!(
-        f.ctx.rollout.pin("ns-1", Some(&f.revision()), true),
+        f.ctx.rollout.pin("ns-1", Some(&f.revision()), true, true),
         Some(older)
     );
     assert_eq!(fleet_events(&mut f), ["RolledBack"]);

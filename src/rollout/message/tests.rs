@@ -77,6 +77,18 @@ fn each_phase_reads_as_what_is_going_on_and_what_to_do() {
             "{phase:?}"
         );
     }
+    // Rolled back, and the one that failed deleted since: no "0 failed ...: ;".
+    assert_eq!(
+        message(&snapshot(), &step(Phase::RolledBack, 0), &[]),
+        "rolled back to revision 3: the namespaces that failed at revision 4 have left the fleet; roll out a new revision"
+    );
+    // No namespace in the fleet: nothing completes, and the message says where to look.
+    let mut empty = step(Phase::Progressing, 0);
+    empty.counts = Counts::default();
+    assert_eq!(
+        message(&snapshot(), &empty, &[]),
+        "rolling out revision 4 over 3: no namespace is in the fleet (check the selector); revision 3 stays stable"
+    );
 }
 
 #[test]
