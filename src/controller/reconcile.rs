@@ -182,6 +182,16 @@ async fn reap(
     ctx.memory.forget(name);
     ctx.workflows.forget(name);
     let outcome = tally.outcome;
+    // Nothing deleted and something left (every delete refused): settled until one of them,
+    // the namespace or its worker changes, so that each resync does not send the same
+    // refused deletes again.
+    if outcome.reaped == 0 && !removed_worker && !snapshot.stamped.is_empty() {
+        let settled = Settled {
+            fingerprint: plan::reap_fingerprint(snapshot),
+            until: None,
+        };
+        ctx.memory.update(name, |m| m.settled = Some(settled));
+    }
     if outcome.reaped > 0 || removed_worker {
         report::reaped(&ctx.events, snapshot.namespace.as_ref(), outcome.reaped);
     }

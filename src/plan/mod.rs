@@ -17,6 +17,7 @@ pub use compare::contains;
 pub use decide::{Decision, Sync, decide};
 pub use snapshot::{
     NamespaceState, Settled, Snapshot, Verified, WorkerState, applied, fingerprint,
+    reap_fingerprint,
 };
 pub use verified::VerifiedObjects;
 
