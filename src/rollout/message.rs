@@ -25,8 +25,12 @@ pub fn problems(snapshot: &FleetSnapshot) -> Vec<String> {
     if brake.held {
         let rule = snapshot.strategy.reap_brake;
         problems.push(format!(
-            "holding the reaping of {} namespaces that opt out at once (more than {} of {} and at least {}): `flotilla rollout resume` confirms",
-            brake.opting_out, rule.share, brake.fleet, rule.at_least
+            "holding the reaping of {} namespaces that opt out or prune within {} s (more than {} of {} and at least {}): `flotilla rollout resume` confirms",
+            brake.opting_out,
+            rule.window.as_secs(),
+            rule.share,
+            brake.fleet,
+            rule.at_least
         ));
     }
     problems

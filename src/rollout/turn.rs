@@ -100,7 +100,7 @@ pub fn turn(snapshot: &FleetSnapshot) -> Turn {
         |hash| kept.number(hash),
         message,
         previous.as_ref(),
-        &whole_seconds(snapshot.now).to_string(),
+        &whole_seconds(snapshot.wall).to_string(),
     );
     if snapshot.brake.held {
         status.reap_held = snapshot.brake.opting_out as u64;

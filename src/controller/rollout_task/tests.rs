@@ -164,7 +164,10 @@ async fn while_a_batch_soaks_a_turn_makes_no_request() {
 async fn a_soaked_fleet_is_promoted_to_complete() {
     let script = vec![exchange(Method::PATCH, FLEET_STATUS, &[]).answer(StatusCode::OK, patched())];
     let done = |f: &Fixture, _| (f.revision(), Seen::Healthy);
-    let (mut f, older) = fleet_of(BATCH_OF_2, FleetSpec::default(), 3, done, script);
+    // Soak 0: this leader observes them healthy as of this turn (its monotonic clock, not the
+    // long-ago time a worker shows), and a soak of 0 is done at once.
+    let no_soak = "rollout:\n  maxUnavailable: 2\n  soakSeconds: 0\n";
+    let (mut f, older) = fleet_of(no_soak, FleetSpec::default(), 3, done, script);
     let state = State::settled(&older).retarget(&f.revision());
     assert!(take_turn(&f, state).await.is_empty());
     assert_eq!(fleet_events(&mut f), ["RolloutComplete"]);

@@ -19,6 +19,7 @@ fn snapshot() -> FleetSnapshot {
         waiting: Vec::new(),
         refusal_reported: None,
         now: Timestamp::UNIX_EPOCH,
+        wall: Timestamp::UNIX_EPOCH,
     }
 }
 
@@ -108,13 +109,13 @@ fn what_holds_the_rollout_follows_its_message() {
         [
             "the config on disk is refused and revision 4 stays in force: flotilla.yaml: line 2: concurrency: invalid u16;  --> here",
             "changed on disk, applied at the next restart: concurrency, apiQps",
-            "holding the reaping of 30 namespaces that opt out at once (more than 10% of 40 and at least 5): `flotilla rollout resume` confirms",
+            "holding the reaping of 30 namespaces that opt out or prune within 600 s (more than 10% of 40 and at least 5): `flotilla rollout resume` confirms",
         ]
     );
     let text = message(&held, &step(Phase::Complete, 0), &problems[2..]);
     assert_eq!(
         text,
-        "revision 4 runs in all 40 namespaces; holding the reaping of 30 namespaces that opt out at once (more than 10% of 40 and at least 5): `flotilla rollout resume` confirms"
+        "revision 4 runs in all 40 namespaces; holding the reaping of 30 namespaces that opt out or prune within 600 s (more than 10% of 40 and at least 5): `flotilla rollout resume` confirms"
     );
     assert!(super::problems(&snapshot()).is_empty());
 }
