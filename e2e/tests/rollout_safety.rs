@@ -1,14 +1,15 @@
 //! Rollouts that survive one bad namespace, an empty fleet and lost state (issue 30, item 3):
 //! each test replays what a code review found on the real control plane, and checks the
 //! outcome the strategy promises from what the cluster shows (Deployments' images, the Fleet's
-//! and the NamespaceWorkers' status), not from flotilla's log.
+//! and the NamespaceWorkers' status), not from flotilla's log. rollout_faults.rs holds the
+//! findings about what the API server and tenants do.
 
 use crate::harness::*;
 use crate::kubelet::ReadyMarker;
 use crate::rollout::{look, wait_all_at, wait_fleet_phase, with_image};
 use flotilla::rollout::Phase;
 use flotilla::status::{NamespaceWorker, Phase as WorkerPhase};
-use k8s_openapi::api::apps::v1::{ControllerRevision, Deployment};
+use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, ResourceExt};
 use std::collections::BTreeMap;
@@ -16,7 +17,7 @@ use std::time::{Duration, Instant};
 
 /// `n` namespaces `<prefix>-<i>`, opted in; those whose index is in `canaries` labelled
 /// `tier=canary`.
-async fn namespaces(
+pub(crate) async fn namespaces(
     client: &kube::Client,
     fleet: &Fleet,
     prefix: &str,
@@ -35,7 +36,7 @@ async fn namespaces(
 }
 
 /// Starts `fleet` at image `v1` over `names` and waits until revision 1 is complete.
-async fn settled_at_v1(
+pub(crate) async fn settled_at_v1(
     client: &kube::Client,
     fleet: &Fleet,
     names: &[String],
@@ -55,7 +56,7 @@ async fn settled_at_v1(
 }
 
 /// How many of `names` run `image`.
-async fn running(client: &kube::Client, names: &[String], image: &str) -> usize {
+pub(crate) async fn running(client: &kube::Client, names: &[String], image: &str) -> usize {
     look(client, names)
         .await
         .values()
@@ -63,7 +64,7 @@ async fn running(client: &kube::Client, names: &[String], image: &str) -> usize 
         .count()
 }
 
-async fn worker_phase(client: &kube::Client, name: &str) -> Option<WorkerPhase> {
+pub(crate) async fn worker_phase(client: &kube::Client, name: &str) -> Option<WorkerPhase> {
     let workers: Api<NamespaceWorker> = Api::all(client.clone());
     Some(workers.get_opt(name).await.ok()??.status?.phase)
 }
@@ -355,172 +356,6 @@ async fn a_failed_namespace_deleted_leaves_no_failure_without_a_name() {
     assert_eq!(running(&client, &names[1..], &bad).await, 1);
     flotilla.stop();
     delete_namespaces_and_wait(&client, &names[1..]).await;
-}
-
-/// Finding 4: a tenant with `edit` removed label `flotilla.dev/instance` from the stamped
-/// Deployment (a Conflict flotilla never reclaimed, so every rollout failed there), or set
-/// `spec.paused: true` on it (not drift, so no new revision ever ran). Both are drift now,
-/// repaired as any other, and the rollout completes.
-#[tokio::test]
-async fn a_tenants_label_removal_or_pause_is_drift_and_the_rollout_completes() {
-    let client = admin().await;
-    let mut fleet = Fleet::new("rs-veto").with(
-        "rollout",
-        serde_json::json!({"maxUnavailable": 1, "soakSeconds": 1,
-            "progressDeadlineSeconds": 120, "maxFailures": 0}),
-    );
-    forget_revisions(&client, &fleet.instance).await;
-    let names = namespaces(&client, &fleet, "rs-veto", 2, &[]).await;
-    let v1 = with_image(&mut fleet, "v1");
-    let kubelet = ReadyMarker::start(&client, "rs-veto-", &[&v1]);
-    let flotilla = settled_at_v1(&client, &fleet, &names, &v1).await;
-    let deployment = |ns: &str| Api::<Deployment>::namespaced(client.clone(), ns);
-    let tamper = |patch: serde_json::Value| Patch::Merge(patch);
-    deployment(&names[0])
-        .patch(
-            "workflow-controller",
-            &PatchParams::default(),
-            &tamper(serde_json::json!({"metadata": {"labels": {"flotilla.dev/instance": null}}})),
-        )
-        .await
-        .unwrap();
-    deployment(&names[1])
-        .patch(
-            "workflow-controller",
-            &PatchParams::default(),
-            &tamper(serde_json::json!({"spec": {"paused": true}})),
-        )
-        .await
-        .unwrap();
-    eventually_within(
-        Duration::from_secs(60),
-        "the label back and the pause undone",
-        || async {
-            let labelled = deployment(&names[0])
-                .get("workflow-controller")
-                .await
-                .ok()?;
-            let unpaused = deployment(&names[1])
-                .get("workflow-controller")
-                .await
-                .ok()?;
-            let label = labelled.labels().get("flotilla.dev/instance").cloned();
-            let paused = unpaused.spec.paused.unwrap_or(false);
-            (label.as_deref() == Some(fleet.instance.as_str()) && !paused).then_some(())
-        },
-    )
-    .await;
-    let v2 = with_image(&mut fleet, "v2");
-    kubelet.accept(&v2);
-    fleet.config_file();
-    wait_fleet_phase(
-        &client,
-        &fleet.instance,
-        2,
-        Phase::Complete,
-        Duration::from_secs(120),
-    )
-    .await;
-    wait_all_at(&client, &names, &v2).await;
-    flotilla.stop();
-    delete_namespaces_and_wait(&client, &names).await;
-}
-
-/// Finding 8: a 5xx on apply never reached the NamespaceWorker (only a 4xx became
-/// ApplyFailed). It shows as ApplyFailed, reason ServerError, and a rollout counts it as failed
-/// only once the deadline passed. The 5xx: a webhook the API server cannot reach, with
-/// `failurePolicy: Fail`, on Deployments of the test's namespace only.
-#[tokio::test]
-async fn a_server_error_on_apply_is_shown_and_fails_a_rollout_only_after_the_deadline() {
-    let client = admin().await;
-    let deadline = 20;
-    let mut fleet = Fleet::new("rs-5xx").with(
-        "rollout",
-        serde_json::json!({"maxUnavailable": 1, "soakSeconds": 1,
-            "progressDeadlineSeconds": deadline, "maxFailures": 0}),
-    );
-    forget_revisions(&client, &fleet.instance).await;
-    let names = namespaces(&client, &fleet, "rs-5xx", 1, &[]).await;
-    let v1 = with_image(&mut fleet, "v1");
-    let kubelet = ReadyMarker::start(&client, "rs-5xx-", &[&v1]);
-    let flotilla = settled_at_v1(&client, &fleet, &names, &v1).await;
-    let webhook = format!(
-        r#"apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingWebhookConfiguration
-metadata: {{name: rs-5xx}}
-webhooks:
-  - name: unreachable.e2e.flotilla.dev
-    clientConfig: {{url: "https://127.0.0.1:1/"}}
-    rules:
-      - {{apiGroups: [apps], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [deployments]}}
-    namespaceSelector: {{matchLabels: {{kubernetes.io/metadata.name: {ns}}}}}
-    sideEffects: None
-    admissionReviewVersions: [v1]
-    failurePolicy: Fail
-    timeoutSeconds: 2
-"#,
-        ns = names[0]
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("webhook.yaml");
-    std::fs::write(&file, webhook).unwrap();
-    kubectl(
-        &env().admin_kubeconfig,
-        &["apply", "-f", file.to_str().unwrap()],
-    );
-    let _webhook = Removed(file);
-    let v2 = with_image(&mut fleet, "v2");
-    kubelet.accept(&v2);
-    fleet.config_file();
-    let workers: Api<NamespaceWorker> = Api::all(client.clone());
-    let seen = eventually_within(
-        Duration::from_secs(60),
-        "ApplyFailed, reason ServerError",
-        || async {
-            let status = workers.get(&names[0]).await.ok()?.status?;
-            let applied = status.conditions.iter().find(|c| c.type_ == "Applied")?;
-            (status.phase == WorkerPhase::ApplyFailed && applied.reason == "ServerError")
-                .then_some(Instant::now())
-        },
-    )
-    .await;
-    let status = fleet_object(&client, &fleet.instance)
-        .await
-        .unwrap()
-        .status
-        .unwrap();
-    assert_eq!(
-        status.phase,
-        Phase::Progressing,
-        "failed before the deadline: {}",
-        status.message
-    );
-    let failed = wait_fleet_phase(
-        &client,
-        &fleet.instance,
-        2,
-        Phase::Failed,
-        Duration::from_secs(90),
-    )
-    .await;
-    assert_eq!(failed.status.unwrap().failed_namespaces, [names[0].clone()]);
-    println!(
-        "Failed {:?} after the worker showed the 5xx",
-        seen.elapsed()
-    );
-    flotilla.stop();
-    delete_namespaces_and_wait(&client, &names).await;
-}
-
-/// Deletes what the file it names applied, however the test ends.
-struct Removed(std::path::PathBuf);
-
-impl Drop for Removed {
-    fn drop(&mut self) {
-        let file = self.0.to_string_lossy().into_owned();
-        let args = ["delete", "--ignore-not-found", "-f", file.as_str()];
-        kubectl(&env().admin_kubeconfig, &args);
-    }
 }
 
 /// Finding 3: the stable revision's ControllerRevision deleted after a failed rollout, then a
