@@ -298,3 +298,37 @@ async fn a_terminating_namespace_is_out_of_the_fleet_for_the_triage_the_rollout_
     let status = status_of(&f.requests().await[0]);
     assert_eq!(status.total, 1);
 }
+
+#[tokio::test]
+async fn a_takeover_with_stale_files_renumbers_nothing_and_keeps_the_undo() {
+    // Only the status is written: no ControllerRevision renumbered, no spec patch.
+    let script = vec![exchange(Method::PATCH, FLEET_STATUS, &[]).answer(StatusCode::OK, patched())];
+    let undo = FleetSpec {
+        revision: Some(2),
+        ..FleetSpec::default()
+    };
+    let at_current = |f: &Fixture, _| (f.revision(), Seen::Healthy);
+    let (f, _) = fleet_of(BATCH_OF_2, undo, 2, at_current, script);
+    // Revision 3, recorded by the leader before this one from files this replica has not
+    // seen yet (created after it read its own, revision 2's content).
+    let config = &f.ctx.in_force.get().config;
+    let renderer = crate::testing::renderer(config, &[("cm.yaml", OLDER)]);
+    let content = crate::rollout::revision::Content::of(config, renderer.sources());
+    let mut newer =
+        crate::rollout::revision::controller_revision(config, renderer.revision(), 3, &content);
+    let later =
+        k8s_openapi::jiff::Timestamp::now() + k8s_openapi::jiff::SignedDuration::from_secs(60);
+    newer.metadata.creation_timestamp =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(later));
+    f.ctx.history.keep(&newer);
+    let state = State::settled(&f.revision());
+    assert!(take_turn(&f, state).await.is_empty());
+    let kept = f.ctx.history.kept();
+    assert_eq!(kept.number(&f.revision()), 2, "not renumbered");
+    assert_eq!(
+        f.ctx.rollout.get().map(|s| s.target),
+        Some(f.revision()),
+        "the undo's revision stays the target"
+    );
+    assert_eq!(f.requests().await.len(), 1);
+}
