@@ -42,10 +42,12 @@ async fn paced_opt_outs_are_held_once_five_fall_within_the_window() {
     }
     fleet.set_opt_in(&client, &names[4], None).await;
     let status = held(&client, &fleet).await;
+    // One waits; five opted out within the window.
+    assert_eq!(status.reap_held, 1, "{}", status.message);
     assert!(
         status
             .message
-            .contains("holding the reaping of 5 namespaces"),
+            .contains("(5 opting out or pruning within 600 s"),
         "{}",
         status.message
     );

@@ -39,6 +39,8 @@ pub struct Rollout {
     /// takeover is not, when it is kept already (they may be stale: a mounted ConfigMap is
     /// updated on each replica in its own time).
     recorded: RwLock<Option<String>>,
+    /// The Fleet this leader created, until the watch shows one.
+    created: RwLock<Option<Fleet>>,
     /// The rollout's times are this replica's monotonic clock's, from when it observed them.
     clock: Monotonic,
     observed: Mutex<Observed>,
@@ -52,6 +54,7 @@ impl Default for Rollout {
             written: RwLock::new(None),
             refusal_reported: RwLock::new(None),
             recorded: RwLock::new(None),
+            created: RwLock::new(None),
             clock: Monotonic::default(),
             observed: Mutex::default(),
         }
@@ -88,6 +91,7 @@ impl Rollout {
         if !ready {
             *write(&self.written) = None;
             *write(&self.recorded) = None;
+            *write(&self.created) = None;
             // The next time this replica leads, it observes everything anew.
             *lock(&self.observed) = Observed::default();
         }
@@ -153,7 +157,13 @@ async fn load(ctx: &Context) -> kube::Result<State> {
 /// The Fleet as the watch shows it, or created (again, if someone deleted it).
 async fn fleet_object(ctx: &Context) -> kube::Result<Fleet> {
     if let Some(fleet) = ctx.stores.fleet() {
+        *write(&ctx.rollout.created) = None;
         return Ok((*fleet).clone());
+    }
+    // Created by this leader a moment ago (the load, then its first turn): the watch shows it
+    // soon; created again meanwhile, it would be refused (409).
+    if let Some(fleet) = read(&ctx.rollout.created).clone() {
+        return Ok(fleet);
     }
     let api: Api<Fleet> = Api::all(ctx.client.clone());
     let mut object = Fleet::new(&ctx.config.instance, FleetSpec::default());
@@ -165,7 +175,10 @@ async fn fleet_object(ctx: &Context) -> kube::Result<Fleet> {
         .into(),
     );
     match api.create(&PostParams::default(), &object).await {
-        Ok(created) => Ok(created),
+        Ok(created) => {
+            *write(&ctx.rollout.created) = Some(created.clone());
+            Ok(created)
+        }
         Err(kube::Error::Api(e)) if e.code == 409 => api.get(&ctx.config.instance).await,
         Err(e) => Err(e),
     }

@@ -38,13 +38,19 @@ impl Default for ReapBrake {
 }
 
 impl ReapBrake {
-    /// Whether the reaping of `opting_out` namespaces, out of a fleet of `fleet` (every
-    /// namespace with a NamespaceWorker, and those reaped within the window), waits.
-    /// `confirmed` is how many the admin confirmed (the Fleet's `spec.confirmReaping`): more
-    /// than that holds again.
-    pub fn holds(&self, opting_out: usize, fleet: usize, confirmed: Option<u64>) -> bool {
-        let mass = opting_out >= self.at_least && opting_out > self.share.of(fleet);
-        let beyond_confirmed = confirmed.is_none_or(|c| opting_out as u64 > c);
+    /// Whether the reaping of `waiting` namespaces waits, when `counted` opt out or prune
+    /// within the window (those waiting among them) out of a fleet of `fleet` (every namespace
+    /// with a NamespaceWorker, and those reaped within the window). `confirmed` is how many
+    /// waiting the admin confirmed (the Fleet's `spec.confirmReaping`): more holds again.
+    pub fn holds(
+        &self,
+        counted: usize,
+        waiting: usize,
+        fleet: usize,
+        confirmed: Option<u64>,
+    ) -> bool {
+        let mass = counted >= self.at_least && counted > self.share.of(fleet);
+        let beyond_confirmed = confirmed.is_none_or(|c| waiting as u64 > c);
         mass && beyond_confirmed
     }
 }
@@ -75,7 +81,14 @@ impl Counted {
         let window = self.rule.window;
         self.recent
             .retain(|_, (at, _)| now.saturating_duration_since(*at) < window);
-        self.held = self.rule.holds(self.count(), self.fleet(), self.confirmed);
+        self.held = self
+            .rule
+            .holds(self.count(), self.waiting(), self.fleet(), self.confirmed);
+    }
+
+    /// Opting out or pruning now, not done yet.
+    fn waiting(&self) -> usize {
+        self.opting_out.union(&self.pruning).count()
     }
 
     /// Every namespace opting out, pruning, or reaped or pruned within the window, once.
@@ -95,8 +108,11 @@ impl Counted {
 /// The brake as one count saw it.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Seen {
-    /// Opting out, pruning, or reaped or pruned within the window.
+    /// Opting out or pruning now: what waits while the brake holds, and what a confirmation
+    /// confirms.
     pub opting_out: usize,
+    /// Those, and those reaped or pruned within the window: what the rule counts.
+    pub counted: usize,
     pub fleet: usize,
     /// Whether the reaping of `opting_out` waits.
     pub held: bool,
@@ -138,7 +154,8 @@ impl Brake {
             Vec::new()
         };
         Seen {
-            opting_out: counted.count(),
+            opting_out: counted.waiting(),
+            counted: counted.count(),
             fleet: counted.fleet(),
             held: counted.held,
             released,
@@ -214,7 +231,7 @@ mod tests {
         ];
         for ((opting_out, fleet, confirmed), holds) in cases {
             assert_eq!(
-                brake.holds(opting_out, fleet, confirmed),
+                brake.holds(opting_out, opting_out, fleet, confirmed),
                 holds,
                 "{opting_out} of {fleet} opting out, {confirmed:?} confirmed"
             );
@@ -224,7 +241,11 @@ mod tests {
             at_least: 1,
             ..ReapBrake::default()
         };
-        assert!(!count.holds(20, 1000, None) && count.holds(21, 1000, None));
+        assert!(!count.holds(20, 20, 1000, None) && count.holds(21, 21, 1000, None));
+        // Counted over the window, confirmed by those waiting: 25 within it, 5 waiting.
+        let rule = ReapBrake::default();
+        assert!(rule.holds(25, 5, 40, None) && rule.holds(25, 5, 40, Some(4)));
+        assert!(!rule.holds(25, 5, 40, Some(5)));
     }
 
     #[test]
@@ -244,10 +265,11 @@ mod tests {
         assert_eq!(released.released, names(5).into_iter().collect::<Vec<_>>());
         assert!(brake.may_reap("ns-0", true));
         brake.reaped("ns-0", now);
-        // Reaped: still counted for the window, then no more.
-        assert_eq!(brake.count(names(0), 39, rule, None, now).opting_out, 1);
+        // Reaped: still counted for the window (not waiting), then no more.
+        let seen = brake.count(names(0), 39, rule, None, now);
+        assert_eq!((seen.opting_out, seen.counted), (0, 1));
         let later = now + rule.window;
-        assert_eq!(brake.count(names(0), 39, rule, None, later).opting_out, 0);
+        assert_eq!(brake.count(names(0), 39, rule, None, later).counted, 0);
         // Confirmed, and none left opting out: the confirmation is spent, counting starts again.
         brake.count(names(1), 40, rule, None, later);
         assert!(brake.may_reap("ns-0", true));
@@ -281,7 +303,7 @@ mod tests {
                 brake.reaped(&name, now);
             } else {
                 assert!(seen.held, "the fifth within the window");
-                assert_eq!((seen.opting_out, seen.fleet), (5, 20));
+                assert_eq!((seen.opting_out, seen.counted, seen.fleet), (1, 5, 20));
             }
         }
         // Past the window, the same pace is a handful again.
@@ -316,7 +338,9 @@ mod tests {
             !brake.may_prune("ns-4"),
             "the fifth prune within the window waits"
         );
-        let seen = brake.count(BTreeSet::new(), 20, rule, Some(5), now);
+        let seen = brake.count(BTreeSet::new(), 20, rule, None, now);
+        assert_eq!((seen.held, seen.opting_out, seen.counted), (true, 1, 5));
+        let seen = brake.count(BTreeSet::new(), 20, rule, Some(1), now);
         assert_eq!(seen.released, ["ns-4"]);
         assert!(brake.may_prune("ns-4"));
     }

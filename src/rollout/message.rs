@@ -25,8 +25,9 @@ pub fn problems(snapshot: &FleetSnapshot) -> Vec<String> {
     if brake.held {
         let rule = snapshot.strategy.reap_brake;
         problems.push(format!(
-            "holding the reaping of {} namespaces that opt out or prune within {} s (more than {} of {} and at least {}): `flotilla rollout resume` confirms",
+            "holding the reaping of {} namespaces ({} opting out or pruning within {} s: more than {} of {} and at least {}): `flotilla rollout resume` confirms",
             brake.opting_out,
+            brake.counted,
             rule.window.as_secs(),
             rule.share,
             brake.fleet,

@@ -99,6 +99,7 @@ fn what_holds_the_rollout_follows_its_message() {
     held.waiting = vec!["concurrency", "apiQps"];
     held.brake = Seen {
         opting_out: 30,
+        counted: 30,
         fleet: 40,
         held: true,
         released: Vec::new(),
@@ -109,13 +110,13 @@ fn what_holds_the_rollout_follows_its_message() {
         [
             "the config on disk is refused and revision 4 stays in force: flotilla.yaml: line 2: concurrency: invalid u16;  --> here",
             "changed on disk, applied at the next restart: concurrency, apiQps",
-            "holding the reaping of 30 namespaces that opt out or prune within 600 s (more than 10% of 40 and at least 5): `flotilla rollout resume` confirms",
+            "holding the reaping of 30 namespaces (30 opting out or pruning within 600 s: more than 10% of 40 and at least 5): `flotilla rollout resume` confirms",
         ]
     );
     let text = message(&held, &step(Phase::Complete, 0), &problems[2..]);
     assert_eq!(
         text,
-        "revision 4 runs in all 40 namespaces; holding the reaping of 30 namespaces that opt out or prune within 600 s (more than 10% of 40 and at least 5): `flotilla rollout resume` confirms"
+        "revision 4 runs in all 40 namespaces; holding the reaping of 30 namespaces (30 opting out or pruning within 600 s: more than 10% of 40 and at least 5): `flotilla rollout resume` confirms"
     );
     assert!(super::problems(&snapshot()).is_empty());
 }

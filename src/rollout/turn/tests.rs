@@ -221,6 +221,7 @@ fn the_brake_holds_tells_once_lets_go_and_its_confirmation_is_cleared() {
     let mut snapshot = fleet(State::settled(NEW), members(2, NEW, Some(-1000)));
     snapshot.brake = Seen {
         opting_out: 6,
+        counted: 6,
         fleet: 8,
         held: true,
         released: Vec::new(),
@@ -244,6 +245,7 @@ fn the_brake_holds_tells_once_lets_go_and_its_confirmation_is_cleared() {
     snapshot.fleet.spec.confirm_reaping = Some(6);
     snapshot.brake = Seen {
         opting_out: 6,
+        counted: 6,
         fleet: 8,
         held: false,
         released: names(&["a", "b"]),
