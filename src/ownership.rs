@@ -38,6 +38,35 @@ pub fn labels(instance: &str, namespace: &str) -> [(&'static str, String); 3] {
     ]
 }
 
+/// Whether `live`, at a name flotilla renders for `namespace`, is an object flotilla applied
+/// whose ownership labels someone removed (a tenant with `edit` can): its managedFields hold a
+/// server-side apply by flotilla's `field_manager`, it carries flotilla's content hash, and no
+/// label left names another instance or namespace. Without this, a removed label would leave it
+/// a Conflict for good, a veto on every rollout.
+pub fn applied_by_us(
+    live: &serde_json::Value,
+    field_manager: &str,
+    instance: &str,
+    namespace: &str,
+) -> bool {
+    let metadata = &live["metadata"];
+    let applied = metadata["managedFields"].as_array().is_some_and(|fields| {
+        fields
+            .iter()
+            .any(|f| f["manager"] == field_manager && f["operation"] == "Apply")
+    });
+    let hashed = metadata["annotations"][HASH].is_string();
+    let label = |key: &str, ours: &str| {
+        let value = &metadata["labels"][key];
+        value.is_null() || *value == ours
+    };
+    applied
+        && hashed
+        && label(MANAGED_BY, MANAGED_BY_VALUE)
+        && label(INSTANCE, instance)
+        && label(FOR_NAMESPACE, namespace)
+}
+
 /// Who a live object belongs to, as far as flotilla is concerned.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Owner<'a> {

@@ -34,6 +34,8 @@ pub async fn write(
         rendered: Ok(objects),
         conflicts: &[],
         refused: None,
+        server_error: false,
+        revision_unavailable: false,
         health: None,
         revision,
         // As flotilla sees the bench's cluster: Argo's CRDs are not installed there.

@@ -216,6 +216,17 @@ impl Fleet {
     /// Starts a replica whose clocks (wall and monotonic) run `offset` (e.g. `+30s`) from the
     /// machine's, by Debian's libfaketime.
     pub fn start_with_clock(&self, replica: &str, kubeconfig: &Path, offset: &str) -> Flotilla {
+        self.start_with_faketime(replica, kubeconfig, &[("FAKETIME", offset)])
+    }
+
+    /// Starts a replica under Debian's libfaketime, set by `settings` (its environment
+    /// variables: `FAKETIME`, or `FAKETIME_TIMESTAMP_FILE` to change it while it runs, ...).
+    pub fn start_with_faketime(
+        &self,
+        replica: &str,
+        kubeconfig: &Path,
+        settings: &[(&str, &str)],
+    ) -> Flotilla {
         const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
         assert!(
             Path::new(LIBFAKETIME).exists(),
@@ -233,7 +244,8 @@ impl Fleet {
             kubeconfig,
             "info,flotilla=debug",
         );
-        cmd.env("LD_PRELOAD", LIBFAKETIME).env("FAKETIME", offset);
+        cmd.env("LD_PRELOAD", LIBFAKETIME)
+            .envs(settings.iter().copied());
         Flotilla {
             child: cmd.spawn().expect("flotilla starts"),
             log,

@@ -29,7 +29,11 @@ mod pod;
 #[path = "../../src/telemetry/queries.rs"]
 mod queries;
 mod real_argo;
+mod reap_window;
 mod rollout;
+mod rollout_faults;
+mod rollout_replicas;
+mod rollout_safety;
 mod sbom;
 mod scenarios;
 mod security;

@@ -16,18 +16,18 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 
-const IMAGE: &str = "quay.io/argoproj/workflow-controller";
+pub(crate) const IMAGE: &str = "quay.io/argoproj/workflow-controller";
 
 /// What the cluster shows of one namespace: its controller Deployment's image and whether the
 /// Deployment is healthy (the new generation runs, no old pod left), and its worker's phase.
 #[derive(Debug, Clone, PartialEq)]
-struct Seen {
-    image: String,
-    healthy: bool,
-    worker: Option<WorkerPhase>,
+pub(crate) struct Seen {
+    pub image: String,
+    pub healthy: bool,
+    pub worker: Option<WorkerPhase>,
 }
 
-async fn look(client: &kube::Client, names: &[String]) -> BTreeMap<String, Seen> {
+pub(crate) async fn look(client: &kube::Client, names: &[String]) -> BTreeMap<String, Seen> {
     let deployments: Api<Deployment> = Api::all(client.clone());
     let workers: Api<NamespaceWorker> = Api::all(client.clone());
     let listed = deployments
@@ -122,7 +122,7 @@ impl Watcher {
 
 /// Waits until the Fleet's rollout of revision `target` is in `phase`; on a timeout, says what
 /// the Fleet showed last.
-async fn wait_fleet_phase(
+pub(crate) async fn wait_fleet_phase(
     client: &kube::Client,
     instance: &str,
     target: i64,
@@ -153,7 +153,7 @@ fn strategy(progress_deadline: u64, on_failure: &str) -> serde_json::Value {
 }
 
 /// Waits until every namespace runs `image`, healthy, with its worker Ready.
-async fn wait_all_at(client: &kube::Client, names: &[String], image: &str) {
+pub(crate) async fn wait_all_at(client: &kube::Client, names: &[String], image: &str) {
     eventually_within(
         Duration::from_secs(180),
         &format!("every namespace at {image}, ready"),
@@ -192,7 +192,7 @@ async fn watch_rollout(fleet: &Fleet, limit: Duration) -> i32 {
     }
 }
 
-fn with_image(fleet: &mut Fleet, tag: &str) -> String {
+pub(crate) fn with_image(fleet: &mut Fleet, tag: &str) -> String {
     let image = format!("{IMAGE}:{tag}");
     fleet.values["controllerImage"] = serde_json::json!(image);
     image

@@ -314,23 +314,28 @@ async fn a_name_taken_while_flotilla_runs_is_left_alone_and_stamped_once_freed()
     )
     .await;
 
-    // An object of flotilla's that someone took the namespace label off is no longer its own:
-    // it is neither pruned nor taken back.
+    // An object of flotilla's that someone took the namespace label off is still its own (its
+    // apply in managedFields and its hash say so, issue 30/3 item 4): the label is drift,
+    // taken back, not a Conflict for good.
     let roles: Api<k8s_openapi::api::rbac::v1::Role> = Api::namespaced(client.clone(), "taken-a");
     let detach = serde_json::json!({"metadata": {"labels": {"flotilla.dev/namespace": null}}});
     let detached = roles
         .patch("argo-role", &PatchParams::default(), &merge(detach))
         .await
         .unwrap();
-    eventually("the detached Role to be reported", || async {
-        flotilla
-            .logs()
-            .contains("argo-role exists and was not created by flotilla")
-            .then_some(())
+    let repaired = eventually("the detached Role's label taken back", || async {
+        let role = roles.get("argo-role").await.ok()?;
+        let label = role.labels().get("flotilla.dev/namespace").cloned();
+        (label.as_deref() == Some("taken-a")).then_some(role)
     })
     .await;
-    let kept = roles.get("argo-role").await.unwrap();
-    assert_eq!(kept.resource_version(), detached.resource_version());
+    assert_ne!(repaired.resource_version(), detached.resource_version());
+    assert!(
+        !flotilla
+            .logs()
+            .contains("argo-role exists and was not created by flotilla"),
+        "reported as another's"
+    );
     delete_namespaces(&client, &["taken-a", "taken-b", "taken-c", "taken-d"]).await;
 }
 

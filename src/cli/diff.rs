@@ -98,7 +98,12 @@ async fn diff_namespace(
         let live = cluster::get(client, &object.key, cluster::Read::Latest)
             .await
             .map_err(api_error(format!("reading {}", object.key)))?;
-        match plan::after_read(object, live.as_ref(), &config.instance) {
+        match plan::after_read(
+            object,
+            live.as_ref(),
+            &config.instance,
+            &config.field_manager,
+        ) {
             Step::Conflict { reason, .. } => {
                 eprintln!("# {reason}: flotilla leaves it alone");
                 continue;

@@ -25,6 +25,7 @@ pub(super) struct RolloutFile {
 struct ReapBrakeFile {
     share: Option<AmountFile>,
     at_least: Option<usize>,
+    window_seconds: Option<u64>,
 }
 
 impl RolloutFile {
@@ -52,7 +53,19 @@ impl RolloutFile {
             ));
         }
         let brake = self.reap_brake.unwrap_or_default();
+        // At least a second: a window of none would count only what is pending at once, which
+        // a script opting namespaces out one by one never makes many.
+        let window = brake
+            .window_seconds
+            .map_or(defaults.reap_brake.window.as_secs(), |s| s);
+        if window < 1 {
+            return Err(refused(
+                "rollout.reapBrake.windowSeconds",
+                ConfigProblem::AtLeast(1),
+            ));
+        }
         let reap_brake = ReapBrake {
+            window: std::time::Duration::from_secs(window),
             share: amount(
                 "rollout.reapBrake.share",
                 brake.share,

@@ -42,8 +42,9 @@ fn rollout_defaults_are_safe_and_each_setting_is_read() {
         (defaults.reap_brake.share, defaults.reap_brake.at_least),
         (Amount::Percent(10), 5)
     );
+    assert_eq!(defaults.reap_brake.window.as_secs(), 600);
     let config = parse(
-        "rollout:\n  canary: tier=canary\n  maxUnavailable: 5\n  soakSeconds: 2\n  progressDeadlineSeconds: 30\n  maxFailures: 10%\n  onFailure: Rollback\n  revisionHistoryLimit: 3\n  reapBrake:\n    share: 25%\n    atLeast: 2\n",
+        "rollout:\n  canary: tier=canary\n  maxUnavailable: 5\n  soakSeconds: 2\n  progressDeadlineSeconds: 30\n  maxFailures: 10%\n  onFailure: Rollback\n  revisionHistoryLimit: 3\n  reapBrake:\n    share: 25%\n    atLeast: 2\n    windowSeconds: 60\n",
     )
     .unwrap();
     let r = &config.rollout;
@@ -54,8 +55,18 @@ fn rollout_defaults_are_safe_and_each_setting_is_read() {
     assert_eq!(r.on_failure, OnFailure::Rollback);
     assert_eq!(r.history_limit, 3);
     assert_eq!(
-        (r.reap_brake.share, r.reap_brake.at_least),
-        (Amount::Percent(25), 2)
+        (
+            r.reap_brake.share,
+            r.reap_brake.at_least,
+            r.reap_brake.window.as_secs()
+        ),
+        (Amount::Percent(25), 2, 60)
+    );
+    let none = parse("rollout:\n  reapBrake:\n    windowSeconds: 0\n").unwrap_err();
+    assert!(
+        none.to_string()
+            .contains("rollout.reapBrake.windowSeconds: must be at least 1"),
+        "{none}"
     );
     assert_eq!(
         parse("rollout:\n  maxUnavailable: \"100%\"\n")

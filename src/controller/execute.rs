@@ -36,6 +36,12 @@ impl Error {
         matches!(&self.source, kube::Error::Api(status) if (400..500).contains(&status.code) && status.code != 429)
     }
 
+    /// The API server failed on its side (5xx): it may pass. Retried as any failure, and shown
+    /// in the NamespaceWorker meanwhile (`ApplyFailed`, reason `ServerError`).
+    pub fn server_error(&self) -> bool {
+        matches!(&self.source, kube::Error::Api(status) if (500..600).contains(&status.code))
+    }
+
     pub fn on(
         action: &'static str,
         object: impl fmt::Display,
@@ -93,7 +99,8 @@ impl Executor<'_> {
             Step::Read { object } => {
                 let live = self.get(object, Read::WatchCache).await?;
                 // Never another Read: what was read decides.
-                let decided = plan::after_read(object, live.as_ref(), self.instance);
+                let decided =
+                    plan::after_read(object, live.as_ref(), self.instance, self.field_manager);
                 Box::pin(self.step(decided)).await
             }
             Step::Keep { object, verified } => Ok(Done::InSync(object.key.clone(), verified)),
@@ -107,7 +114,8 @@ impl Executor<'_> {
                 // decides (theirs is left alone), once.
                 Err(e) if is_conflict(&e) => {
                     let live = self.get(object, Read::Latest).await?;
-                    match plan::after_read(object, live.as_ref(), self.instance) {
+                    match plan::after_read(object, live.as_ref(), self.instance, self.field_manager)
+                    {
                         Step::Create { .. } => Err(e),
                         decided => Box::pin(self.step(decided)).await,
                     }

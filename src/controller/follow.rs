@@ -46,8 +46,9 @@ pub async fn follow(ctx: Arc<Context>, queue: Arc<WorkQueue>, path: PathBuf, mut
         let confirmed = ctx.stores.fleet().and_then(|f| f.spec.confirm_reaping);
         let census = ctx.stores.census(&current.config.selector);
         let rule = current.config.rollout.reap_brake;
+        let now = std::time::Instant::now();
         ctx.brake
-            .count(census.opting_out, census.workers, rule, confirmed);
+            .count(census.opting_out, census.workers, rule, confirmed, now);
         ctx.in_force.set(current);
         if policy_changed {
             ctx.history.recompile();
@@ -71,6 +72,7 @@ fn reload(started: &Config, before: &Current, path: &Path) -> Current {
         renderer: Arc::clone(&before.renderer),
         refused: Some(why),
         waiting: before.waiting.clone(),
+        since: before.since,
     };
     let newer = match Config::load(path) {
         Ok(config) => config,
@@ -79,6 +81,11 @@ fn reload(started: &Config, before: &Current, path: &Path) -> Current {
     let (config, waiting) = started.reloaded(newer);
     match crate::render::load(&config) {
         Ok(renderer) => Current {
+            since: if renderer.revision() == before.renderer.revision() {
+                before.since
+            } else {
+                k8s_openapi::jiff::Timestamp::now()
+            },
             config: Arc::new(config),
             renderer: Arc::new(renderer),
             refused: None,
@@ -146,10 +153,17 @@ mod tests {
             renderer: Arc::new(renderer),
             refused: None,
             waiting: Vec::new(),
+            since: k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
         };
         std::fs::write(&path, "values:\n  a: 2\nconcurrency: 9\n").unwrap();
         let valid = reload(&started, &before, &path);
         assert_eq!(valid.refused, None);
+        assert!(
+            valid.since > before.since,
+            "other content: in force since now"
+        );
+        let same = reload(&started, &valid, &path);
+        assert_eq!(same.since, valid.since, "the same content: since as before");
         assert_eq!(valid.waiting, ["concurrency"]);
         assert_ne!(valid.renderer.revision(), before.renderer.revision());
 

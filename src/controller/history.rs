@@ -21,6 +21,8 @@ struct Kept {
     /// Compiled on first use; `None` until then, or for good if it does not compile.
     renderer: Option<Arc<Renderer>>,
     broken: bool,
+    /// When its ControllerRevision was created (by the API server's clock).
+    created: Option<k8s_openapi::jiff::Timestamp>,
 }
 
 impl Kept {
@@ -30,6 +32,7 @@ impl Kept {
             uid: object.metadata.uid.clone(),
             renderer: None,
             broken: false,
+            created: object.metadata.creation_timestamp.as_ref().map(|t| t.0),
         })
     }
 }
@@ -209,6 +212,11 @@ impl History {
                 None
             }
         }
+    }
+
+    /// When revision `hash`'s ControllerRevision was created (renumbered: when created first).
+    pub fn created(&self, hash: &str) -> Option<k8s_openapi::jiff::Timestamp> {
+        read(&self.kept).get(hash).and_then(|k| k.created)
     }
 
     /// Whether revision `hash` is kept (and so can be rendered, unless it is broken).

@@ -4,6 +4,7 @@
 use crate::config::Config;
 use crate::render::Renderer;
 use crate::sync::{read, write};
+use k8s_openapi::jiff::Timestamp;
 use std::sync::{Arc, RwLock};
 
 pub struct Current {
@@ -14,6 +15,9 @@ pub struct Current {
     pub refused: Option<String>,
     /// The keys changed on disk that take effect at the next restart.
     pub waiting: Vec<&'static str>,
+    /// Since when this replica has had the revision `renderer` is (read at start, or reloaded
+    /// with other content): files read before the newest revision was recorded are stale.
+    pub since: Timestamp,
 }
 
 pub struct InForce(RwLock<Arc<Current>>);
@@ -25,6 +29,7 @@ impl InForce {
             renderer: Arc::new(renderer),
             refused: None,
             waiting: Vec::new(),
+            since: Timestamp::now(),
         })))
     }
 

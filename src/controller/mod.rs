@@ -81,14 +81,17 @@ impl Context {
             .or_else(|| watched.as_ref().and_then(|w| w.status()));
         let applied = plan::applied(previous.as_ref());
         let known = applied.is_some_and(|a| self.history.known(a));
-        let revision = self.rollout.pin(name, applied, known)?;
+        let stamped = self.stores.stamped_for(name);
+        let revision = self
+            .rollout
+            .pin(name, applied, known, !stamped.is_empty())?;
         Some(Snapshot {
             name: name.to_string(),
             namespace: self
                 .stores
                 .namespace(name)
                 .map(|ns| NamespaceState::of(&ns.metadata, &current.config.selector)),
-            stamped: self.stores.stamped_for(name),
+            stamped,
             worker: watched.map(|w| worker::watched(&w, name, &self.config.instance)),
             previous,
             renderer: self.history.renderer(&revision, &current.config),

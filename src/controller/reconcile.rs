@@ -33,13 +33,14 @@ pub async fn reconcile(ctx: &Context, name: &str) -> Result<Outcome, Error> {
         }),
         Decision::Reap { opting_out, steps } => {
             // A namespace that opts out waits while the brake on mass reaping holds; what a
-            // deleted one leaves never does.
-            if opting_out && !ctx.brake.may_reap(name) {
+            // deleted one leaves, or one never in the fleet (no NamespaceWorker), never does.
+            let member = snapshot.worker.is_some();
+            if opting_out && !ctx.brake.may_reap(name, member) {
                 tracing::debug!(namespace = name, "reaping held by the brake");
                 return Ok(Outcome::default());
             }
             let outcome = reap(ctx, &snapshot, steps).await?;
-            ctx.brake.reaped(name);
+            ctx.brake.reaped(name, Instant::now());
             Ok(outcome)
         }
         Decision::Sync(sync) => self::sync(ctx, &snapshot, &sync, started).await,
@@ -55,12 +56,24 @@ async fn sync(
 ) -> Result<Outcome, Error> {
     let name = snapshot.name.as_str();
     // On a render failure nothing is applied or pruned: the namespace keeps what it has.
+    let mut prune_held = false;
     let done = match &sync.rendered {
         Ok(objects) => {
             let vacant = ctx.vacant(objects);
-            ctx.executor()
-                .run(plan::plan(snapshot, objects, &vacant))
-                .await
+            let mut steps = plan::plan(snapshot, objects, &vacant);
+            // A prune (a template removed) goes through the brake on mass reaping: across the
+            // fleet it deletes as much as an opt-out. Held, the rest is applied.
+            let prunes = steps.iter().any(is_prune);
+            if prunes && !ctx.brake.may_prune(name) {
+                tracing::debug!(namespace = name, "pruning held by the brake");
+                steps.retain(|s| !is_prune(s));
+                prune_held = true;
+            }
+            let done = ctx.executor().run(steps).await;
+            if prunes && !prune_held {
+                ctx.brake.pruned(name, Instant::now());
+            }
+            done
         }
         Err(_) => Vec::new(),
     };
@@ -71,7 +84,7 @@ async fn sync(
     if sync.rendered.is_ok() {
         ctx.workflows.expect(name, sync.instance_id.as_deref());
     }
-    let (status, outcome) = tally.conclude(snapshot, sync, refusal.as_deref(), status::now());
+    let (status, outcome) = tally.conclude(snapshot, sync, refusal.as_ref(), status::now());
     let watched_now = || {
         ctx.stores
             .worker(name)
@@ -102,7 +115,21 @@ async fn sync(
     );
     count_wake(ctx, name, previous, &status, tally.health.as_ref());
     settle(ctx, snapshot, &outcome, written, started);
+    if prune_held {
+        // Not in sync: the brake's release (or a resync) brings it back.
+        ctx.memory.update(name, |m| m.settled = None);
+    }
     Ok(outcome)
+}
+
+fn is_prune(step: &Step) -> bool {
+    matches!(
+        step,
+        Step::Delete {
+            why: plan::Removal::Pruned,
+            ..
+        }
+    )
 }
 
 /// A wake counted by what woke it, and timed until the controller is available again.
@@ -182,6 +209,16 @@ async fn reap(
     ctx.memory.forget(name);
     ctx.workflows.forget(name);
     let outcome = tally.outcome;
+    // Nothing deleted and something left (every delete refused): settled until one of them,
+    // the namespace or its worker changes, so that each resync does not send the same
+    // refused deletes again.
+    if outcome.reaped == 0 && !removed_worker && !snapshot.stamped.is_empty() {
+        let settled = Settled {
+            fingerprint: plan::reap_fingerprint(snapshot),
+            until: None,
+        };
+        ctx.memory.update(name, |m| m.settled = Some(settled));
+    }
     if outcome.reaped > 0 || removed_worker {
         report::reaped(&ctx.events, snapshot.namespace.as_ref(), outcome.reaped);
     }

@@ -7,16 +7,17 @@ use super::Context;
 use super::events::Reason;
 use super::in_force::Current;
 use super::queue::WorkQueue;
+use crate::rollout::clock::{Monotonic, Observed};
 use crate::rollout::fleet::{Fleet, FleetSpec, FleetStatus};
 use crate::rollout::{self, FleetSnapshot, News, Phase, State, Turn};
-use crate::sync::{read, write};
+use crate::sync::{lock, read, write};
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::core::SelectorExt;
 use std::collections::BTreeSet;
-use std::sync::{Arc, RwLock};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 /// How often the rollout looks at the fleet.
@@ -33,6 +34,16 @@ pub struct Rollout {
     written: RwLock<Option<(String, FleetStatus)>>,
     /// The config refusal last published as an Event.
     refusal_reported: RwLock<Option<String>>,
+    /// The revision of the config in force this leader last took into account: a change of
+    /// it seen while leading is recorded as the newest revision; what the files say at a
+    /// takeover is not, when it is kept already (they may be stale: a mounted ConfigMap is
+    /// updated on each replica in its own time).
+    recorded: RwLock<Option<String>>,
+    /// The Fleet this leader created, until the watch shows one.
+    created: RwLock<Option<Fleet>>,
+    /// The rollout's times are this replica's monotonic clock's, from when it observed them.
+    clock: Monotonic,
+    observed: Mutex<Observed>,
 }
 
 impl Default for Rollout {
@@ -42,16 +53,32 @@ impl Default for Rollout {
             ready: watch::channel(false).0,
             written: RwLock::new(None),
             refusal_reported: RwLock::new(None),
+            recorded: RwLock::new(None),
+            created: RwLock::new(None),
+            clock: Monotonic::default(),
+            observed: Mutex::default(),
         }
     }
 }
 
 impl Rollout {
     /// The revision to render namespace `name` at, whose objects were last applied at
-    /// `applied` (which can still be rendered if `known`); `None` before the rollout is loaded.
-    pub fn pin(&self, name: &str, applied: Option<&str>, known: bool) -> Option<String> {
+    /// `applied` (which can still be rendered if `known`; `stamped`: objects of it exist);
+    /// `None` before the rollout is loaded.
+    pub fn pin(
+        &self,
+        name: &str,
+        applied: Option<&str>,
+        known: bool,
+        stamped: bool,
+    ) -> Option<String> {
         let state = read(&self.state);
-        Some(state.as_ref()?.pin(name, applied, known).to_string())
+        Some(
+            state
+                .as_ref()?
+                .pin(name, applied, known, stamped)
+                .to_string(),
+        )
     }
 
     /// Waits until the rollout is loaded.
@@ -63,6 +90,10 @@ impl Rollout {
         let ready = state.is_some();
         if !ready {
             *write(&self.written) = None;
+            *write(&self.recorded) = None;
+            *write(&self.created) = None;
+            // The next time this replica leads, it observes everything anew.
+            *lock(&self.observed) = Observed::default();
         }
         *write(&self.state) = state;
         self.ready.send_replace(ready);
@@ -104,17 +135,20 @@ pub async fn run(ctx: Arc<Context>, queue: Arc<WorkQueue>, mut leader: watch::Re
 }
 
 /// On a gain of leadership: the revisions (the config in force recorded as the newest), the
-/// Fleet (created if missing), and the rollout state its status records.
+/// Fleet (created if missing), and the rollout state its status records, even when its
+/// revisions are no longer kept: taken as settled at the newest, a failed revision would go to
+/// the whole fleet at once (the turn holds instead, rollout/turn.rs).
 async fn load(ctx: &Context) -> kube::Result<State> {
     ctx.history.list(&ctx.client).await?;
     let fleet = fleet_object(ctx).await?;
     let current = ctx.in_force.get();
-    record(ctx, &current, &fleet).await?;
+    // The config in force is recorded by the first turn (`newest`), not here.
+    *write(&ctx.rollout.recorded) = None;
     let state = fleet
         .status
         .as_ref()
         .map(FleetStatus::state)
-        .filter(|s| ctx.history.known(&s.target) && ctx.history.known(&s.stable))
+        .filter(|s| !s.stable.is_empty())
         .unwrap_or_else(|| State::settled(current.renderer.revision()));
     tracing::info!(stable = %state.stable, target = %state.target, phase = ?state.phase, "rollout loaded");
     Ok(state)
@@ -123,7 +157,13 @@ async fn load(ctx: &Context) -> kube::Result<State> {
 /// The Fleet as the watch shows it, or created (again, if someone deleted it).
 async fn fleet_object(ctx: &Context) -> kube::Result<Fleet> {
     if let Some(fleet) = ctx.stores.fleet() {
+        *write(&ctx.rollout.created) = None;
         return Ok((*fleet).clone());
+    }
+    // Created by this leader a moment ago (the load, then its first turn): the watch shows it
+    // soon; created again meanwhile, it would be refused (409).
+    if let Some(fleet) = read(&ctx.rollout.created).clone() {
+        return Ok(fleet);
     }
     let api: Api<Fleet> = Api::all(ctx.client.clone());
     let mut object = Fleet::new(&ctx.config.instance, FleetSpec::default());
@@ -135,10 +175,45 @@ async fn fleet_object(ctx: &Context) -> kube::Result<Fleet> {
         .into(),
     );
     match api.create(&PostParams::default(), &object).await {
-        Ok(created) => Ok(created),
+        Ok(created) => {
+            *write(&ctx.rollout.created) = Some(created.clone());
+            Ok(created)
+        }
         Err(kube::Error::Api(e)) if e.code == 409 => api.get(&ctx.config.instance).await,
         Err(e) => Err(e),
     }
+}
+
+/// Whether `current`, the config in force, is to be recorded as the newest revision: new
+/// content; a change seen while leading (back to an earlier revision's content too, renumbered
+/// as Kubernetes does); the newest's content (nothing renumbered); an older revision's content
+/// read after the newest was recorded (an edit made while flotilla was down). Not an older
+/// revision's content in files read before it: this replica's mounted ConfigMap was not updated
+/// yet (each node updates it in its own time), and renumbering it would roll the fleet back,
+/// then forward, and end an undo. It waits for its files.
+fn newest(ctx: &Context, current: &Current) -> bool {
+    let hash = current.renderer.revision();
+    let kept = ctx.history.kept();
+    let number = kept.number(hash);
+    let Some(newest) = kept.newest() else {
+        return true;
+    };
+    let took_over = read(&ctx.rollout.recorded).is_none();
+    let stale = took_over
+        && number != 0
+        && number < kept.number(&newest)
+        && ctx
+            .history
+            .created(&newest)
+            .is_some_and(|created| current.since < created);
+    if stale {
+        tracing::debug!(
+            revision = hash,
+            number,
+            "the files hold an older revision's content, read before the newest was recorded: waiting for them"
+        );
+    }
+    !stale
 }
 
 /// Records the config in force as the newest revision, keeping those the fleet still uses. A
@@ -178,9 +253,10 @@ async fn patch_spec(ctx: &Context, spec: serde_json::Value) -> kube::Result<()> 
 async fn turn(ctx: &Context, queue: &WorkQueue, state: State) -> kube::Result<()> {
     let fleet = fleet_object(ctx).await?;
     let current = ctx.in_force.get();
-    // The config in force changed on disk: it is the newest revision now.
-    if ctx.history.kept().newest().as_deref() != Some(current.renderer.revision()) {
+    let hash = current.renderer.revision();
+    if read(&ctx.rollout.recorded).as_deref() != Some(hash) && newest(ctx, &current) {
         record(ctx, &current, &fleet).await?;
+        *write(&ctx.rollout.recorded) = Some(hash.to_string());
     }
     let snapshot = snapshot(ctx, fleet, &current, state);
     let turn = rollout::turn(&snapshot);
@@ -198,9 +274,10 @@ fn snapshot(ctx: &Context, fleet: Fleet, current: &Current, state: State) -> Fle
         census.workers,
         config.rollout.reap_brake,
         fleet.spec.confirm_reaping,
+        Instant::now(),
     );
     let canary = config.rollout.canary.as_ref();
-    let members = census
+    let mut members: Vec<rollout::Member> = census
         .members
         .iter()
         .map(|(worker, namespace)| {
@@ -211,6 +288,9 @@ fn snapshot(ctx: &Context, fleet: Fleet, current: &Current, state: State) -> Fle
             }
         })
         .collect();
+    // Each member's times as this leader first observed them, on its monotonic clock.
+    let now = ctx.rollout.clock.at(Instant::now());
+    lock(&ctx.rollout.observed).observe(&mut members, now);
     let uid = fleet.metadata.uid.clone().unwrap_or_default();
     let written = read(&ctx.rollout.written)
         .clone()
@@ -228,7 +308,8 @@ fn snapshot(ctx: &Context, fleet: Fleet, current: &Current, state: State) -> Fle
         refused: current.refused.clone(),
         waiting: current.waiting.clone(),
         refusal_reported: read(&ctx.rollout.refusal_reported).clone(),
-        now: Timestamp::now(),
+        now,
+        wall: Timestamp::now(),
     }
 }
 

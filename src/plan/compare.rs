@@ -18,7 +18,11 @@ pub fn contains(live: &Value, desired: &Value) -> bool {
                         contains_by_name(have, want)
                     }
                     (Some(have), want) => contains(have, want),
-                    (None, want) => is_empty(want),
+                    (None, want) => {
+                        is_empty(want)
+                            || (OMITTED_WHEN_FALSE.contains(&key.as_str())
+                                && *want == Value::Bool(false))
+                    }
                 })
         }
         // Every other list is atomic under server-side apply (a Role's rules, a RoleBinding's
@@ -30,6 +34,12 @@ pub fn contains(live: &Value, desired: &Value) -> bool {
         (live, desired) => live == desired || (live.is_null() && is_empty(desired)),
     }
 }
+
+/// Fields flotilla renders as `false` that the API server leaves out when false (Go's
+/// `omitempty` on a plain bool): a Deployment's `paused`, rendered so that server-side apply
+/// owns it and a tenant's `true` is drift. Not every false: a `*bool` such as
+/// `automountServiceAccountToken` left out means its default, which may be true.
+const OMITTED_WHEN_FALSE: [&str; 1] = ["paused"];
 
 /// Pod-spec lists that server-side apply merges by name: other managers may add items (a
 /// webhook's sidecar, an injected env var), which is no drift; flotilla's own items must match.
@@ -78,6 +88,14 @@ mod tests {
         let mut changed = live.clone();
         changed["spec"]["template"]["spec"]["containers"][0]["image"] = json!("i:2");
         assert!(!contains(&changed, &desired));
+        // `paused: false` as rendered is what the API server shows by leaving it out.
+        let unpaused = json!({"spec": {"paused": false}});
+        assert!(contains(&json!({"spec": {}}), &unpaused));
+        assert!(!contains(&json!({"spec": {"paused": true}}), &unpaused));
+        assert!(!contains(
+            &json!({"spec": {}}),
+            &json!({"spec": {"automount": false}})
+        ));
         // A sidecar another manager added is theirs, not drift; a changed or missing one of ours is.
         let mut extra_container = live.clone();
         extra_container["spec"]["template"]["spec"]["containers"]

@@ -1,7 +1,7 @@
 //! What a reconcile of a namespace comes down to, decided from its [`Snapshot`] alone: reap what
 //! was stamped for it, nothing at all, or sync it with what its templates render at its pin.
 
-use super::snapshot::{NamespaceState, Snapshot, fingerprint};
+use super::snapshot::{NamespaceState, Snapshot, fingerprint, reap_fingerprint};
 use super::{Step, asleep, reap};
 use crate::membership::Membership;
 use crate::object::{ObjectKey, Stamped};
@@ -52,7 +52,19 @@ impl Sync<'_> {
 
 /// The decision for `snapshot` at `now`.
 pub fn decide(snapshot: &Snapshot, now: Instant) -> Decision<'_> {
+    let worker_version = snapshot
+        .worker
+        .as_ref()
+        .and_then(|w| w.reference.resource_version.as_deref());
     let Some(namespace) = snapshot.namespace.as_ref().filter(|ns| ns.opted_in()) else {
+        // The last reap could delete none of what is left (objects labelled for a namespace
+        // that does not exist, whose names flotilla's token may not delete: refused), and
+        // nothing changed since: one refused delete, not one every resync.
+        if snapshot.settled.as_ref().is_some_and(|settled| {
+            settled.until.is_none() && settled.fingerprint == reap_fingerprint(snapshot)
+        }) {
+            return Decision::Settled { until: None };
+        }
         let opting_out = snapshot
             .namespace
             .as_ref()
@@ -60,10 +72,6 @@ pub fn decide(snapshot: &Snapshot, now: Instant) -> Decision<'_> {
         let steps = reap(snapshot);
         return Decision::Reap { opting_out, steps };
     };
-    let worker_version = snapshot
-        .worker
-        .as_ref()
-        .and_then(|w| w.reference.resource_version.as_deref());
     if let Some(settled) = &snapshot.settled
         && settled.fingerprint == fingerprint(snapshot, worker_version)
         && settled.until.is_none_or(|t| now < t)

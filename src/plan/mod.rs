@@ -17,6 +17,7 @@ pub use compare::contains;
 pub use decide::{Decision, Sync, decide};
 pub use snapshot::{
     NamespaceState, Settled, Snapshot, Verified, WorkerState, applied, fingerprint,
+    reap_fingerprint,
 };
 pub use verified::VerifiedObjects;
 
@@ -154,14 +155,27 @@ fn step<'a>(snapshot: &Snapshot, vacant: &HashSet<ObjectKey>, object: &'a Stampe
 }
 
 /// The step for `object` once the live object of its name is read (`None`: there is none).
-pub fn after_read<'a>(object: &'a Stamped, live: Option<&Value>, instance: &str) -> Step<'a> {
+/// `field_manager` recognises an object flotilla applied whose labels were removed.
+pub fn after_read<'a>(
+    object: &'a Stamped,
+    live: Option<&Value>,
+    instance: &str,
+    field_manager: &str,
+) -> Step<'a> {
     let Some(live) = live else {
         return Step::Create { object };
     };
     let labels: Option<BTreeMap<String, String>> =
         serde_json::from_value(live["metadata"]["labels"].clone()).ok();
     let for_namespace = &object.body["metadata"]["labels"][ownership::FOR_NAMESPACE];
-    let reason = match ownership::owner(labels.as_ref(), instance) {
+    let ours = for_namespace.as_str().unwrap_or_default();
+    let owner = match ownership::owner(labels.as_ref(), instance) {
+        Owner::Foreign if ownership::applied_by_us(live, field_manager, instance, ours) => {
+            Owner::Stamped(ours)
+        }
+        owner => owner,
+    };
+    let reason = match owner {
         Owner::Foreign => format!(
             "{} exists and was not created by flotilla (instance {instance}); it is left untouched",
             object.key

@@ -129,6 +129,13 @@ pub struct Settled {
 /// What the watches show of a namespace, as a number: its resourceVersion, its NamespaceWorker's
 /// (`worker_version`: as the snapshot shows it, or as written since) and every stamped object's
 /// (uid and version), the revision it is pinned to, and its Workflows' counts.
+/// The fingerprint of a reap that deleted nothing (every delete refused): never that of a sync
+/// (no worker's resourceVersion reads so), so a member settled in sync that a selector edit opts
+/// out is not taken as settled in its reap.
+pub fn reap_fingerprint(snapshot: &Snapshot) -> u64 {
+    fingerprint(snapshot, Some("reaped, nothing deleted"))
+}
+
 pub fn fingerprint(snapshot: &Snapshot, worker_version: Option<&str>) -> u64 {
     let mut versions: Vec<&Watched> = snapshot.stamped.iter().collect();
     versions.sort_by(|a, b| a.key.cmp(&b.key));

@@ -4,6 +4,7 @@ use crate::status::availability;
 use serde_json::json;
 
 const INSTANCE: &str = "fleet";
+const MANAGER: &str = "flotilla";
 
 fn key(kind: Kind, name: &str) -> ObjectKey {
     ObjectKey {
@@ -234,6 +235,18 @@ fn after_a_read_the_live_object_decides() {
         live["data"] = data;
         live
     };
+    // Applied by `manager` (`operation`), with flotilla's hash, and no label but `label`.
+    let unlabelled = |manager: &str, operation: &str, label: Option<(&str, &str)>| {
+        let mut live = ours(json!({"k": "v"}), "h1");
+        let labels: serde_json::Map<String, Value> = label
+            .iter()
+            .map(|(k, v)| (k.to_string(), json!(v)))
+            .collect();
+        live["metadata"]["labels"] = Value::Object(labels);
+        live["metadata"]["managedFields"] =
+            json!([{"manager": manager, "operation": operation, "fieldsType": "FieldsV1"}]);
+        live
+    };
     let cases: Vec<(&str, Option<Value>, &str)> = vec![
         ("gone", None, "create"),
         (
@@ -277,13 +290,48 @@ fn after_a_read_the_live_object_decides() {
             Some(json!({"metadata": {"name": "cm"}})),
             "conflict",
         ),
+        // A tenant removed flotilla's labels from what it applied: its own apply and hash say
+        // whose it is, and the labels are drift like any other field.
+        (
+            "ours, labels removed",
+            Some(unlabelled(MANAGER, "Apply", None)),
+            "apply drifted",
+        ),
+        (
+            "ours, instance label removed only",
+            Some(unlabelled(
+                MANAGER,
+                "Apply",
+                Some(("flotilla.dev/namespace", "team-a")),
+            )),
+            "apply drifted",
+        ),
+        (
+            "unlabelled, another manager's apply",
+            Some(unlabelled("kubectl", "Apply", None)),
+            "conflict",
+        ),
+        (
+            "unlabelled, flotilla's update only",
+            Some(unlabelled(MANAGER, "Update", None)),
+            "conflict",
+        ),
+        (
+            "unlabelled, stamped for another namespace",
+            Some(unlabelled(
+                MANAGER,
+                "Apply",
+                Some(("flotilla.dev/namespace", "team-b")),
+            )),
+            "conflict",
+        ),
     ];
     for (case, live, want) in cases {
-        let step = after_read(&cm, live.as_ref(), INSTANCE);
+        let step = after_read(&cm, live.as_ref(), INSTANCE, MANAGER);
         assert_eq!(summary(&step).0, want, "{case}");
     }
     let Step::Keep { verified, .. } =
-        after_read(&cm, Some(&ours(json!({"k": "v"}), "h1")), INSTANCE)
+        after_read(&cm, Some(&ours(json!({"k": "v"}), "h1")), INSTANCE, MANAGER)
     else {
         panic!("not kept");
     };
@@ -292,7 +340,9 @@ fn after_a_read_the_live_object_decides() {
         "verified at the version read"
     );
     let stamped_elsewhere = json!({"metadata": {"labels": labels("team-b")}});
-    let Step::Conflict { reason, .. } = after_read(&cm, Some(&stamped_elsewhere), INSTANCE) else {
+    let Step::Conflict { reason, .. } =
+        after_read(&cm, Some(&stamped_elsewhere), INSTANCE, MANAGER)
+    else {
         panic!("not a conflict");
     };
     assert_eq!(

@@ -32,5 +32,8 @@ pub struct FleetSnapshot {
     pub waiting: Vec<&'static str>,
     /// The refusal last told in an Event.
     pub refusal_reported: Option<String>,
+    /// Now on the leader's monotonic clock (`rollout::clock`), as the members' times are.
     pub now: Timestamp,
+    /// Now by the wall clock: only for the times the Fleet's status shows, never compared.
+    pub wall: Timestamp,
 }

@@ -14,6 +14,14 @@ pub fn member(name: &str, canary: bool, status: Option<&WorkerStatus>) -> Member
         };
     };
     let time = |text: &str| text.parse::<Timestamp>().ok();
+    let applied_reason = |reason: &str| {
+        status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Applied" && c.reason == reason)
+    };
+    let unrendered =
+        status.phase == Phase::RenderFailed && applied_reason(crate::status::REVISION_UNAVAILABLE);
     let condition = status.conditions.iter().find(|c| c.type_ == "Available");
     let since = |healthy: bool| {
         condition
@@ -27,10 +35,15 @@ pub fn member(name: &str, canary: bool, status: Option<&WorkerStatus>) -> Member
         applied_since: time(&status.revision_since),
         healthy_since: since(true),
         unhealthy_since: since(false),
+        // Not rendered only because its revision was not kept: nothing about the revision it
+        // runs, which the turn queues again once it is kept.
         failing: matches!(
             status.phase,
             Phase::RenderFailed | Phase::ApplyFailed | Phase::Conflict
-        ),
+        ) && !unrendered,
+        unrendered,
+        failed_at: Some(status.failed_revision.clone()).filter(|r| !r.is_empty()),
+        passing: status.phase == Phase::ApplyFailed && applied_reason(crate::status::SERVER_ERROR),
         reconciled_at: time(&status.last_reconcile_time),
         asleep: status.phase == Phase::Sleeping,
     }
@@ -73,6 +86,23 @@ mod tests {
         };
         let m = member("team-a", false, Some(&failed));
         assert!(m.failing && m.healthy_since.is_none() && m.unhealthy_since.is_none());
+        // Its revision not kept: not a failure, to be reconciled again once it is.
+        let mut unrendered = failed.clone();
+        unrendered.conditions = vec![Condition {
+            type_: "Applied".into(),
+            reason: crate::status::REVISION_UNAVAILABLE.into(),
+            ..Condition::default()
+        }];
+        let m = member("team-a", false, Some(&unrendered));
+        assert!(!m.failing && m.unrendered);
+        // A 5xx: failing, and it may pass.
+        let mut server_error = unrendered.clone();
+        server_error.phase = Phase::ApplyFailed;
+        server_error.failed_revision = "r2".into();
+        server_error.conditions[0].reason = crate::status::SERVER_ERROR.into();
+        let m = member("team-a", false, Some(&server_error));
+        assert!(m.failing && m.passing && !m.unrendered);
+        assert_eq!(m.failed_at.as_deref(), Some("r2"));
         let mut unhealthy = status.clone();
         unhealthy.conditions[0].status = "False".into();
         let m = member("team-a", false, Some(&unhealthy));

@@ -25,8 +25,13 @@ pub fn problems(snapshot: &FleetSnapshot) -> Vec<String> {
     if brake.held {
         let rule = snapshot.strategy.reap_brake;
         problems.push(format!(
-            "holding the reaping of {} namespaces that opt out at once (more than {} of {} and at least {}): `flotilla rollout resume` confirms",
-            brake.opting_out, rule.share, brake.fleet, rule.at_least
+            "holding the reaping of {} namespaces ({} opting out or pruning within {} s: more than {} of {} and at least {}): `flotilla rollout resume` confirms",
+            brake.opting_out,
+            brake.counted,
+            rule.window.as_secs(),
+            rule.share,
+            brake.fleet,
+            rule.at_least
         ));
     }
     problems
@@ -41,6 +46,13 @@ pub fn message(snapshot: &FleetSnapshot, step: &Step, problems: &[String]) -> St
         snapshot.kept.number(&s.target),
     );
     let failed = || {
+        // Rolled back, and the namespaces that failed have left the fleet since: no count of
+        // zero failed (a Failed rollout with none failed goes on: rollout/plan.rs).
+        if s.failed.is_empty() {
+            return format!(
+                "the namespaces that failed at revision {target} have left the fleet; roll out a new revision"
+            );
+        }
         let names: Vec<&str> = s.failed.iter().map(String::as_str).take(5).collect();
         let more = s.failed.len().saturating_sub(names.len());
         let more = if more > 0 {
@@ -57,6 +69,10 @@ pub fn message(snapshot: &FleetSnapshot, step: &Step, problems: &[String]) -> St
     };
     let mut text = match s.phase {
         Phase::Complete => format!("revision {target} runs in all {} namespaces", c.total),
+        // No namespace at all (a selector that matches none): nothing can complete.
+        Phase::Progressing if c.total == 0 => format!(
+            "rolling out revision {target} over {stable}: no namespace is in the fleet (check the selector); revision {stable} stays stable"
+        ),
         Phase::Progressing => format!(
             "rolling out revision {target} over {stable}: {}/{} updated, {} updating",
             c.updated, c.total, c.unavailable

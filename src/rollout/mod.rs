@@ -2,6 +2,7 @@
 //! function of what the fleet's NamespaceWorkers show.
 
 pub mod brake;
+pub mod clock;
 pub mod fleet;
 pub mod fleet_snapshot;
 pub mod kept;

@@ -27,6 +27,15 @@ pub struct Member {
     pub unhealthy_since: Option<Timestamp>,
     /// Its last reconcile could not apply: render failed, the API server refused, a conflict.
     pub failing: bool,
+    /// The revision that last reconcile failed at, if the NamespaceWorker records it: a failure
+    /// at the target is news for the rollout, one at the revision it had is not.
+    pub failed_at: Option<String>,
+    /// The failure may pass by itself (the API server answered 5xx): it fails the rollout only
+    /// after the deadline, as a controller that is not healthy yet does.
+    pub passing: bool,
+    /// Its last reconcile could not render only because its revision was not kept (a
+    /// ControllerRevision deleted): not a failure, and to be reconciled again once it is.
+    pub unrendered: bool,
     /// When its status last changed.
     pub reconciled_at: Option<Timestamp>,
     /// Its controller sleeps (scaled to zero: its health is what it showed awake).
@@ -123,8 +132,17 @@ impl State {
     }
 
     /// The revision namespace `name` is to be rendered at, given the revision it was last
-    /// applied at and whether that revision can still be rendered (`known`).
-    pub fn pin<'a>(&'a self, name: &str, applied: Option<&'a str>, known: bool) -> &'a str {
+    /// applied at and whether that revision can still be rendered (`known`). `stamped`: objects
+    /// of it exist although no revision is recorded (its NamespaceWorker was deleted): it stays
+    /// at the stable revision until the rollout moves it, rather than every such namespace
+    /// moving to the target at once, past the canaries and `maxUnavailable`.
+    pub fn pin<'a>(
+        &'a self,
+        name: &str,
+        applied: Option<&'a str>,
+        known: bool,
+        stamped: bool,
+    ) -> &'a str {
         if self.phase == Phase::RolledBack {
             return &self.stable;
         }
@@ -133,6 +151,7 @@ impl State {
         }
         match applied {
             Some(applied) if known => applied,
+            None if stamped => &self.stable,
             // New (or at a revision no longer kept): the target while the rollout moves, the
             // stable revision while it is held.
             _ => match self.phase {
@@ -177,24 +196,7 @@ pub fn step(
             if !moving || done(m) || next.failed.contains(&m.name) {
                 continue;
             }
-            // The deadline runs from the apply, or from when it last turned unhealthy: a
-            // namespace that was done and has a passing blip is not failed on the spot. One
-            // admitted but not applied yet is waiting for flotilla (10,000 admitted at once take
-            // minutes to write), not late; a failure to apply it shows as `failing`.
-            let started = at_target(m)
-                .then(|| m.applied_since.max(m.unhealthy_since))
-                .flatten();
-            // A failure shown before the move is old news: only a status written since counts.
-            let failing_since_move = m.failing
-                && (at_target(m)
-                    || m.reconciled_at
-                        .zip(admitted_at)
-                        .is_some_and(|(r, a)| r >= a));
-            // Healthy and soaking is not late, however long ago the apply was.
-            let healthy = at_target(m) && m.healthy_since.is_some();
-            let late =
-                !healthy && started.is_some_and(|s| elapsed(s, now) >= strategy.progress_deadline);
-            if failing_since_move || late {
+            if refused_at(m, target) || late(m, admitted_at, target, strategy, now) {
                 newly_failed.push(m.name.clone());
             }
         }
@@ -219,8 +221,20 @@ pub fn step(
     };
     let mut admitted = Vec::new();
     let over_budget = next.failed.len() > strategy.max_failures.of(total);
+    // Complete while a namespace is still at another revision (one it was left at while the
+    // fleet looked empty, say): not complete, it goes on. New namespaces and those that failed
+    // within the budget are not left behind.
+    let left_behind = members.iter().any(|m| {
+        m.applied.as_deref().is_some_and(|a| a != target) && !next.failed.contains(&m.name)
+    });
+    if next.phase == Phase::Complete && left_behind {
+        next.phase = Phase::Progressing;
+    }
     match next.phase {
-        Phase::Complete | Phase::Failed | Phase::RolledBack => {}
+        Phase::Complete | Phase::RolledBack => {}
+        // Still past the budget: it stays stopped. Within it again (the namespaces that failed
+        // left the fleet, or the budget was raised), nothing is failing and the rollout goes on.
+        Phase::Failed if over_budget => {}
         _ if over_budget => {
             next.phase = match strategy.on_failure {
                 OnFailure::Pause => Phase::Failed,
@@ -229,45 +243,51 @@ pub fn step(
             next.admitted.clear();
         }
         _ if paused => next.phase = Phase::Paused,
-        Phase::Progressing | Phase::Paused => {
+        Phase::Progressing | Phase::Paused | Phase::Failed => {
             next.phase = Phase::Progressing;
             let waiting = |m: &&Member| {
                 !at_target(m)
                     && !next.admitted.contains_key(&m.name)
                     && !next.failed.contains(&m.name)
             };
-            let canaries: Vec<String> = members
+            let mut canaries: Vec<&Member> = members
                 .iter()
                 .filter(|m| m.canary)
                 .filter(waiting)
-                .map(|m| m.name.clone())
                 .collect();
             let canaries_busy = members
                 .iter()
                 .any(|m| m.canary && !done(m) && !next.failed.contains(&m.name));
-            let batch = if !canaries.is_empty() {
+            // `maxUnavailable` holds for the canaries too: they go first, as many at a time.
+            let room = strategy
+                .unavailable_budget(total)
+                .saturating_sub(unavailable(&next));
+            let batch: Vec<&Member> = if !canaries.is_empty() {
+                canaries.sort_by(|a, b| a.name.cmp(&b.name));
                 canaries
             } else if canaries_busy {
                 Vec::new()
             } else {
-                let room = strategy
-                    .unavailable_budget(total)
-                    .saturating_sub(unavailable(&next));
                 let mut names: Vec<&Member> = members.iter().filter(waiting).collect();
                 names.sort_by(|a, b| a.name.cmp(&b.name));
                 names
-                    .into_iter()
-                    .take(room)
-                    .map(|m| m.name.clone())
-                    .collect()
             };
+            let batch: Vec<String> = batch
+                .into_iter()
+                .take(room)
+                .map(|m| m.name.clone())
+                .collect();
             for name in &batch {
                 next.admitted.insert(name.clone(), now);
             }
             admitted = batch;
-            let finished = members
-                .iter()
-                .all(|m| done(m) || next.failed.contains(&m.name));
+            // An empty fleet (a selector typo, every NamespaceWorker deleted) completes nothing:
+            // `all` over no member is true, and would make the target stable for the namespaces
+            // that come back.
+            let finished = !members.is_empty()
+                && members
+                    .iter()
+                    .all(|m| done(m) || next.failed.contains(&m.name));
             if finished {
                 next.phase = Phase::Complete;
                 next.stable = next.target.clone();
@@ -292,6 +312,42 @@ pub fn step(
         failed: newly_failed,
         counts,
     }
+}
+
+/// Refused at the target: its last reconcile, at the target, failed for what it is (render
+/// failed on the target's bounds, the API server refused, a conflict). Sending it again fails the
+/// same way, so it fails the rollout at once. A NamespaceWorker that does not record where it
+/// failed is taken at its applied revision.
+fn refused_at(m: &Member, target: &str) -> bool {
+    let at = m.failed_at.as_deref().or(m.applied.as_deref());
+    m.failing && !m.passing && at == Some(target)
+}
+
+/// Late: moved to the target and not healthy there within the deadline. It runs from the apply,
+/// or from when it last turned unhealthy (a namespace that was done and has a passing blip is
+/// not failed on the spot); for one failing that never applied the target (a failure shown
+/// before the move, the same again after it), from the move. One admitted and neither applied
+/// nor failing is waiting for flotilla (10,000 admitted at once take minutes to write), not late.
+fn late(
+    m: &Member,
+    admitted_at: Option<Timestamp>,
+    target: &str,
+    strategy: &Strategy,
+    now: Timestamp,
+) -> bool {
+    let at_target = m.applied.as_deref() == Some(target);
+    // Healthy and soaking is not late, however long ago the apply was.
+    if at_target && m.healthy_since.is_some() && !m.failing {
+        return false;
+    }
+    let started = if at_target {
+        m.applied_since.max(m.unhealthy_since)
+    } else if m.failing {
+        admitted_at
+    } else {
+        None
+    };
+    started.is_some_and(|s| elapsed(s, now) >= strategy.progress_deadline)
 }
 
 fn elapsed(since: Timestamp, now: Timestamp) -> std::time::Duration {

@@ -31,7 +31,7 @@ fn fleet(n: usize, canaries: usize) -> Vec<Member> {
             unhealthy_since: None,
             failing: false,
             reconciled_at: Some(t(-1000)),
-            asleep: false,
+            ..Member::default()
         })
         .collect()
 }
@@ -40,7 +40,9 @@ fn fleet(n: usize, canaries: usize) -> Vec<Member> {
 /// next step those whose image is good are healthy.
 fn cluster(members: &mut [Member], state: &State, now: Timestamp, good: bool) {
     for m in members.iter_mut() {
-        let pin = state.pin(&m.name, m.applied.as_deref(), true).to_string();
+        let pin = state
+            .pin(&m.name, m.applied.as_deref(), true, true)
+            .to_string();
         if m.applied.as_deref() != Some(&pin) {
             m.applied = Some(pin);
             m.applied_since = Some(now);
@@ -158,7 +160,7 @@ fn a_bad_revision_stops_after_the_canaries_and_the_rest_keep_theirs() {
     );
     assert_eq!(run.order, ["ns-00", "ns-01"]);
     for m in &run.members[2..] {
-        assert_eq!(last.pin(&m.name, m.applied.as_deref(), true), OLD);
+        assert_eq!(last.pin(&m.name, m.applied.as_deref(), true, true), OLD);
     }
     // The deadline counts from the apply: nothing failed before it.
     let failed_at = run
@@ -184,7 +186,7 @@ fn past_the_budget_a_rollback_returns_the_updated_namespaces() {
             .all(|m| m.applied.as_deref() == Some(OLD))
     );
     // A namespace that opts in now gets the stable revision.
-    assert_eq!(last.pin("new-ns", None, false), OLD);
+    assert_eq!(last.pin("new-ns", None, false, false), OLD);
 }
 
 #[test]
@@ -205,31 +207,146 @@ fn failures_within_the_budget_let_the_rollout_go_on() {
         if m.applied.as_deref() == Some(NEW) {
             m.applied = Some(OLD.into());
             m.failing = true;
+            m.failed_at = Some(NEW.into());
             m.healthy_since = Some(t(-1000));
         }
     }
     assert_eq!(state.phase, Phase::Complete);
     assert_eq!(state.failed.iter().collect::<Vec<_>>(), ["ns-03"]);
     assert_eq!(
-        state.pin("ns-03", Some(OLD), true),
+        state.pin("ns-03", Some(OLD), true, true),
         OLD,
         "keeps its old revision"
     );
 }
 
 #[test]
-fn an_old_failure_is_not_a_failure_at_the_target() {
+fn an_old_failure_is_not_a_failure_at_the_target_but_is_late_after_the_deadline() {
     let strategy = strategy(Amount::Count(1));
     let mut members = fleet(2, 0);
+    // ns-00's render fails at every revision (an override no revision accepts), and its
+    // NamespaceWorker says the same after the move as before: RenderFailed at OLD.
     members[0].failing = true;
+    members[0].failed_at = Some(OLD.into());
     let state = State::settled(OLD).retarget(NEW);
     let first = step(&state, &members, &strategy, false, t(0));
     assert_eq!(first.admitted, ["ns-00"]);
     let second = step(&first.state, &members, &strategy, false, t(1));
-    assert!(second.failed.is_empty(), "its status predates the move");
-    members[0].reconciled_at = Some(t(1));
-    let third = step(&second.state, &members, &strategy, false, t(2));
-    assert_eq!(third.failed, ["ns-00"], "failing after the move");
+    assert!(second.failed.is_empty(), "its failure predates the move");
+    // Its status never changes: it fails once the deadline (30 s) from the move has passed.
+    let before = step(&second.state, &members, &strategy, false, t(29));
+    assert!(before.failed.is_empty(), "failed before the deadline");
+    let late = step(&before.state, &members, &strategy, false, t(30));
+    assert_eq!(late.failed, ["ns-00"], "late at the deadline");
+    assert_eq!(late.state.phase, Phase::Failed);
+    // Refused at the target (its reconcile there failed, even within the same second as the
+    // move): failed at once.
+    members[0].failed_at = Some(NEW.into());
+    let refused = step(&first.state, &members, &strategy, false, t(0));
+    assert_eq!(refused.failed, ["ns-00"]);
+}
+
+#[test]
+fn a_server_error_at_the_target_fails_only_after_the_deadline() {
+    let strategy = strategy(Amount::Count(1));
+    let mut members = fleet(2, 0);
+    let state = State::settled(OLD).retarget(NEW);
+    let first = step(&state, &members, &strategy, false, t(0));
+    // Applied at the target as far as the render goes, the apply answered 5xx: its old
+    // Deployment is still healthy, which is not health at the target.
+    let m = &mut members[0];
+    (m.applied, m.applied_since) = (Some(NEW.into()), Some(t(1)));
+    (m.failing, m.passing, m.failed_at) = (true, true, Some(NEW.into()));
+    let mut state = first.state;
+    for second in 1..31 {
+        let next = step(&state, &members, &strategy, false, t(second));
+        assert!(next.failed.is_empty(), "failed at second {second}");
+        state = next.state;
+    }
+    assert_eq!(
+        step(&state, &members, &strategy, false, t(31)).failed,
+        ["ns-00"]
+    );
+}
+
+#[test]
+fn an_empty_fleet_completes_nothing_and_a_namespace_left_behind_reopens_the_rollout() {
+    let strategy = strategy(Amount::Count(1));
+    let rolling = State::settled(OLD).retarget(NEW);
+    // A selector typo: no member. The target does not become stable.
+    let empty = step(&rolling, &[], &strategy, false, t(0));
+    assert_eq!(
+        (empty.state.phase, empty.state.stable.as_str()),
+        (Phase::Progressing, OLD)
+    );
+    // Complete (as an earlier version left it) with namespaces at OLD: it goes on, paced.
+    let members = fleet(4, 0);
+    let reopened = step(&State::settled(NEW), &members, &strategy, false, t(1));
+    assert_eq!(reopened.state.phase, Phase::Progressing);
+    assert_eq!(reopened.admitted, ["ns-00"], "one at a time");
+    // New namespaces (no revision yet) and one that failed within the budget are not left
+    // behind.
+    let mut within = State::settled(NEW);
+    within.failed.insert("ns-00".into());
+    let mut members = fleet(2, 0);
+    members[1].applied = Some(NEW.into());
+    members.push(Member {
+        name: "new".into(),
+        ..Member::default()
+    });
+    let budget = Strategy {
+        max_failures: Amount::Count(1),
+        ..strategy.clone()
+    };
+    assert_eq!(
+        step(&within, &members, &budget, false, t(1)).state.phase,
+        Phase::Complete
+    );
+    // Stamped, with no revision recorded (its NamespaceWorker deleted): the stable revision
+    // until the rollout moves it; a new namespace gets the target.
+    let moving = step(&rolling, &fleet(4, 0), &strategy, false, t(0)).state;
+    assert_eq!(moving.pin("ns-03", None, false, true), OLD);
+    assert_eq!(moving.pin("ns-03", None, false, false), NEW);
+    assert_eq!(moving.pin("ns-00", None, false, true), NEW, "moved");
+}
+
+#[test]
+fn a_failed_rollout_whose_failed_namespaces_left_goes_on() {
+    let strategy = strategy(Amount::Count(1));
+    let mut failed = State::settled(OLD).retarget(NEW);
+    failed.phase = Phase::Failed;
+    failed.failed.insert("gone".into());
+    let next = step(&failed, &fleet(2, 0), &strategy, false, t(0));
+    assert_eq!(next.state.phase, Phase::Progressing);
+    assert!(next.state.failed.is_empty());
+    assert_eq!(next.admitted, ["ns-00"]);
+    // Still past the budget: still stopped.
+    let mut members = fleet(2, 0);
+    members[0].applied = Some(NEW.into());
+    failed.failed = ["ns-00".to_string()].into();
+    assert_eq!(
+        step(&failed, &members, &strategy, false, t(0)).state.phase,
+        Phase::Failed
+    );
+}
+
+#[test]
+fn canaries_move_within_max_unavailable() {
+    // (canaries, maxUnavailable) -> the first batch: the canaries, as many as the budget.
+    let cases = [(3, 2, 2), (3, 5, 3), (2, 1, 1), (1, 1, 1)];
+    for (canaries, max_unavailable, first) in cases {
+        let strategy = strategy(Amount::Count(max_unavailable));
+        let run = run(fleet(10, canaries), &strategy, true, 120);
+        assert_eq!(
+            run.states[0].admitted.len(),
+            first,
+            "{canaries} canaries, {max_unavailable}"
+        );
+        assert!(run.peak_unavailable <= max_unavailable as usize);
+        let canary_names: Vec<String> = (0..canaries).map(|i| format!("ns-{i:02}")).collect();
+        assert_eq!(run.order[..canaries], canary_names[..], "canaries first");
+        assert_eq!(run.states.last().unwrap().phase, Phase::Complete);
+    }
 }
 
 #[test]
@@ -259,11 +376,11 @@ fn pause_holds_and_resume_goes_on() {
     let paused = step(&state, &members, &strategy, true, t(0));
     assert_eq!(paused.state.phase, Phase::Paused);
     assert!(paused.admitted.is_empty());
-    assert_eq!(paused.state.pin("new-ns", None, false), OLD);
+    assert_eq!(paused.state.pin("new-ns", None, false, false), OLD);
     let resumed = step(&paused.state, &members, &strategy, false, t(1));
     assert_eq!(resumed.state.phase, Phase::Progressing);
     assert_eq!(resumed.admitted, ["ns-00"]);
-    assert_eq!(resumed.state.pin("new-ns", None, false), NEW);
+    assert_eq!(resumed.state.pin("new-ns", None, false, false), NEW);
 }
 
 #[test]

@@ -5,7 +5,7 @@
 use super::fleet::{self, FleetStatus};
 use super::fleet_snapshot::FleetSnapshot;
 use super::message;
-use super::plan::{Phase, Step, step};
+use super::plan::{Phase, State, Step, step};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
 
@@ -55,19 +55,37 @@ pub fn turn(snapshot: &FleetSnapshot) -> Turn {
         None => kept.newest(),
     }
     .unwrap_or_else(|| snapshot.state.target.clone());
+    // The stable revision is no longer kept (its ControllerRevision deleted, after a failed
+    // rollout say): there is nothing to return to, and the newest is not proven. Nothing moves
+    // until the admin names the revision to roll out (`undo --to-revision`, spec.revision).
+    let held = missing_stable(snapshot).filter(|_| spec.revision.is_none());
+    if let Some(missing) = &held {
+        problems.push(format!(
+            "holding: the stable revision {missing} is not kept (its ControllerRevision is missing or cannot be rendered), so nothing moves; `flotilla rollout undo --to-revision N` names the revision to roll out"
+        ));
+    }
     let state = snapshot.state.retarget(&target);
     let step = step(
         &state,
         &snapshot.members,
         &snapshot.strategy,
-        spec.paused,
+        spec.paused || held.is_some(),
         snapshot.now,
     );
     let mut queue = snapshot.brake.released.clone();
     for m in &snapshot.members {
         let applied = m.applied.as_deref();
         let known = applied.is_some_and(|a| kept.known(a));
-        if state.pin(&m.name, applied, known) != step.state.pin(&m.name, applied, known) {
+        // Its revision is kept again (recorded anew after its ControllerRevision was deleted):
+        // rendered at it now, rather than left showing a failure that has passed.
+        if m.unrendered && known {
+            queue.push(m.name.clone());
+            continue;
+        }
+        // Taken as stamped: one without a recorded revision is queued when it is moved (a new
+        // one is rendered at the target anyway).
+        let pin = |s: &State| s.pin(&m.name, applied, known, true).to_string();
+        if pin(&state) != pin(&step.state) {
             queue.push(m.name.clone());
         }
     }
@@ -82,7 +100,7 @@ pub fn turn(snapshot: &FleetSnapshot) -> Turn {
         |hash| kept.number(hash),
         message,
         previous.as_ref(),
-        &whole_seconds(snapshot.now).to_string(),
+        &whole_seconds(snapshot.wall).to_string(),
     );
     if snapshot.brake.held {
         status.reap_held = snapshot.brake.opting_out as u64;
@@ -123,6 +141,20 @@ fn news(
         news.push(News::ReapingHeld);
     }
     news
+}
+
+/// The stable revision, by number (as the Fleet last recorded it) and hash, if it is no longer
+/// kept.
+fn missing_stable(snapshot: &FleetSnapshot) -> Option<String> {
+    let stable = &snapshot.state.stable;
+    if stable.is_empty() || snapshot.kept.known(stable) {
+        return None;
+    }
+    let recorded = snapshot.fleet.status.as_ref();
+    let number = recorded
+        .filter(|s| s.stable_hash == *stable)
+        .map_or(0, |s| s.stable_revision);
+    Some(format!("{number} ({stable})"))
 }
 
 /// `now` in whole seconds: the precision Kubernetes shows times with.

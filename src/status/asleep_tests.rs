@@ -130,6 +130,8 @@ fn a_failure_outranks_sleep_and_a_failed_render_keeps_the_condition() {
     let (sleeping, _) = compute(None, &seen);
     let refused = Observation {
         refused: Some("403: forbidden"),
+        server_error: false,
+        revision_unavailable: false,
         ..seen
     };
     let (failed, _) = compute(Some(&sleeping), &refused);

@@ -65,7 +65,14 @@ pub fn compute(
         _ if revision.is_empty() => String::new(),
         _ => seen.now.to_string(),
     };
+    // Where it failed; not a revision that is not kept: no fault of its content.
+    let failed_revision = match phase {
+        Phase::RenderFailed if seen.revision_unavailable => String::new(),
+        Phase::RenderFailed | Phase::ApplyFailed | Phase::Conflict => seen.revision.to_string(),
+        _ => String::new(),
+    };
     let mut status = WorkerStatus {
+        failed_revision,
         phase,
         message,
         ready: format!("{ready_replicas}/{desired_replicas}"),
@@ -91,9 +98,21 @@ pub fn compute(
 /// `Applied`: whether everything rendered is in place.
 fn applied(conditions: &Conditions, seen: &Observation) -> Condition {
     match (&seen.rendered, seen.refused) {
-        (Err(errors), _) => conditions.make("Applied", "False", "RenderFailed", errors.clone()),
+        (Err(errors), _) => {
+            let reason = if seen.revision_unavailable {
+                super::REVISION_UNAVAILABLE
+            } else {
+                "RenderFailed"
+            };
+            conditions.make("Applied", "False", reason, errors.clone())
+        }
         (Ok(_), Some(refusal)) => {
-            conditions.make("Applied", "False", "ApplyFailed", refusal.to_string())
+            let reason = if seen.server_error {
+                super::SERVER_ERROR
+            } else {
+                "ApplyFailed"
+            };
+            conditions.make("Applied", "False", reason, refusal.to_string())
         }
         (Ok(_), None) if !seen.conflicts.is_empty() => {
             let reasons: Vec<&str> = seen.conflicts.iter().map(|(_, m)| m.as_str()).collect();
@@ -152,6 +171,14 @@ fn phase(
             Phase::RenderFailed,
             format!(
                 "rendering failed, so nothing was applied or removed and the previously stamped objects are kept: {errors}. Fix the template or the namespace annotation; the worker recovers by itself."
+            ),
+            None,
+        ),
+        (Ok(_), _, _) if seen.refused.is_some() && seen.server_error => (
+            Phase::ApplyFailed,
+            format!(
+                "the API server failed on its side: {}. What was stamped before is kept; flotilla retries with backoff and recovers by itself once the API server does.",
+                applied.message
             ),
             None,
         ),

@@ -18,3 +18,9 @@ pub use resource::{
 
 #[cfg(test)]
 mod tests;
+
+/// The `Applied` condition's reason for an apply the API server failed on its side (5xx).
+pub const SERVER_ERROR: &str = "ServerError";
+/// The `Applied` condition's reason for a render that failed only because the revision pinned
+/// is not kept.
+pub const REVISION_UNAVAILABLE: &str = "RevisionUnavailable";

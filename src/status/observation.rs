@@ -18,6 +18,12 @@ pub struct Observation<'a> {
     pub conflicts: &'a [(ObjectKey, String)],
     /// The API server's refusal of an object, if one was refused (nothing after it was sent).
     pub refused: Option<&'a str>,
+    /// `refused` is the API server's failure on its side (5xx), not a refusal: it may pass.
+    pub server_error: bool,
+    /// Rendering failed only because the pinned revision is not kept (its ControllerRevision
+    /// is missing): flotilla's own state, not the revision's content, and it passes once the
+    /// revision is kept again.
+    pub revision_unavailable: bool,
     /// The controller Deployment's health, once its controller has looked at it.
     pub health: Option<&'a Health>,
     pub revision: &'a str,

@@ -61,6 +61,11 @@ pub struct WorkerStatus {
     /// the controller's last turn to Available, never from an older healthy signal.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub revision_since: String,
+    /// The revision the last reconcile failed at (render failed, refused, in conflict); left
+    /// out while it did not fail. While rendering fails `revision` stays what was applied
+    /// before: this says whether the failure is at the revision a rollout moved it to.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub failed_revision: String,
     /// The controller image last applied (left out until there is one, as `revision`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub image: String,

@@ -58,6 +58,8 @@ fn observe<'a>(
         rendered,
         conflicts,
         refused: None,
+        server_error: false,
+        revision_unavailable: false,
         health,
         revision: "rev1",
         workflows: &LISTED_NONE,
@@ -233,6 +235,8 @@ fn a_refusal_is_apply_failed_with_the_api_servers_words_and_keeps_what_was_appli
     let refusal = "apply ConfigMap team-a/cm: 403 Forbidden: configmaps \"cm\" is forbidden: exceeded quota: q, requested: count/configmaps=1, used: count/configmaps=1, limited: count/configmaps=1";
     let seen = Observation {
         refused: Some(refusal),
+        server_error: false,
+        revision_unavailable: false,
         ..observe(Ok(&objects), &[], up.as_ref(), at(30))
     };
     let (failed, recheck) = compute(Some(&ready), &seen);

@@ -5,10 +5,19 @@ use super::super::execute::{Done, Error};
 use super::super::report::Outcome;
 use crate::object::ObjectKey;
 use crate::plan::{self, Snapshot, Sync, VerifiedObjects};
+use crate::render::RenderProblem;
 use crate::sleep::{Cause, Verdict};
 use crate::status::{self, Health, Observation, WorkerStatus};
 use k8s_openapi::jiff::Timestamp;
 use std::time::Duration;
+
+/// Why the API server did not take an object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refusal {
+    pub message: String,
+    /// A 5xx: it may pass (a rollout counts it as failed only after the deadline).
+    pub server_error: bool,
+}
 
 pub struct Tally {
     pub outcome: Outcome,
@@ -77,11 +86,15 @@ impl Tally {
         tally
     }
 
-    /// The API server's refusal, if an object was refused: news for the NamespaceWorker. Any
-    /// other failure is the reconcile's error, retried as it is.
-    pub fn refusal(&mut self) -> Result<Option<String>, Error> {
+    /// The API server's refusal, if an object was refused, or its failure on its side (5xx):
+    /// news for the NamespaceWorker, whose status would otherwise never show a 5xx that lasts.
+    /// Any other failure (no answer, throttled) is the reconcile's error, retried as it is.
+    pub fn refusal(&mut self) -> Result<Option<Refusal>, Error> {
         match self.first_error.take() {
-            Some(e) if e.refused() => Ok(Some(e.to_string())),
+            Some(e) if e.refused() || e.server_error() => Ok(Some(Refusal {
+                server_error: e.server_error(),
+                message: e.to_string(),
+            })),
             Some(e) => Err(e),
             None => Ok(None),
         }
@@ -93,14 +106,21 @@ impl Tally {
         &self,
         snapshot: &Snapshot,
         sync: &Sync,
-        refusal: Option<&str>,
+        refusal: Option<&Refusal>,
         now: Timestamp,
     ) -> (WorkerStatus, Outcome) {
         let observation = Observation {
             namespace: &snapshot.name,
             rendered: sync.rendered.as_deref().map_err(ToString::to_string),
             conflicts: &self.conflicts,
-            refused: refusal,
+            refused: refusal.map(|r| r.message.as_str()),
+            server_error: refusal.is_some_and(|r| r.server_error),
+            revision_unavailable: sync.rendered.as_ref().is_err_and(|errors| {
+                errors
+                    .0
+                    .iter()
+                    .all(|e| matches!(e.problem, RenderProblem::RevisionUnavailable))
+            }),
             health: self.health.as_ref(),
             revision: &snapshot.revision,
             workflows: &snapshot.workflows,

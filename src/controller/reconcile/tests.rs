@@ -266,3 +266,32 @@ async fn a_refusal_is_the_worker_s_status_and_retried_with_backoff() {
         status.message
     );
 }
+
+#[tokio::test]
+async fn objects_for_a_namespace_that_does_not_exist_cost_one_refused_delete() {
+    let probe = context(false, Vec::new());
+    let stamped = probe.rendered(NS)[0].clone();
+    drop(probe);
+    // A name flotilla's token may not delete (README, Security): refused.
+    let refused = status(403, "Forbidden", "configmaps \"settings\" is forbidden");
+    let script = vec![exchange(Method::DELETE, CM, &[]).answer(StatusCode::FORBIDDEN, refused)];
+    let f = context(false, script);
+    // No Namespace: it does not exist.
+    f.shown
+        .stamped(Kind::ConfigMap, &stamped_meta(&stamped, "7"));
+    let first = reconcile(&f.ctx, NS).await.unwrap();
+    assert_eq!(first.reaped, 0, "{first}");
+    assert!(f.ctx.memory.of(NS).settled.is_some(), "settled");
+    // The next resync: nothing sent (the script holds no second request).
+    let again = reconcile(&f.ctx, NS).await.unwrap();
+    assert!(!again.wrote(), "{again}");
+    // A change of the object: tried again.
+    f.shown
+        .stamped(Kind::ConfigMap, &stamped_meta(&stamped, "8"));
+    let changed = f.ctx.snapshot(NS).unwrap();
+    assert!(matches!(
+        plan::decide(&changed, std::time::Instant::now()),
+        Decision::Reap { .. }
+    ));
+    assert_eq!(f.requests().await.len(), 1);
+}

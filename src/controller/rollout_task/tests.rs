@@ -125,13 +125,16 @@ async fn a_new_revision_admits_a_batch_and_pins_it_before_queueing() {
     let (mut f, older) = fleet_of(BATCH_OF_2, FleetSpec::default(), 5, at_stable, script);
     let queued = take_turn(&f, State::settled(&older)).await;
     assert_eq!(queued, ["ns-0", "ns-1"]);
-    let pinned = f.ctx.rollout.pin("ns-0", Some(&older), true);
+    let pinned = f.ctx.rollout.pin("ns-0", Some(&older), true, true);
     assert_eq!(
         pinned,
         Some(f.revision()),
         "pinned to the target before queued"
     );
-    assert_eq!(f.ctx.rollout.pin("ns-2", Some(&older), true), Some(older));
+    assert_eq!(
+        f.ctx.rollout.pin("ns-2", Some(&older), true, true),
+        Some(older)
+    );
     assert_eq!(fleet_events(&mut f), ["RolloutProgressing"]);
     let bodies = f.requests().await;
     let status = status_of(&bodies[0]);
@@ -161,7 +164,10 @@ async fn while_a_batch_soaks_a_turn_makes_no_request() {
 async fn a_soaked_fleet_is_promoted_to_complete() {
     let script = vec![exchange(Method::PATCH, FLEET_STATUS, &[]).answer(StatusCode::OK, patched())];
     let done = |f: &Fixture, _| (f.revision(), Seen::Healthy);
-    let (mut f, older) = fleet_of(BATCH_OF_2, FleetSpec::default(), 3, done, script);
+    // Soak 0: this leader observes them healthy as of this turn (its monotonic clock, not the
+    // long-ago time a worker shows), and a soak of 0 is done at once.
+    let no_soak = "rollout:\n  maxUnavailable: 2\n  soakSeconds: 0\n";
+    let (mut f, older) = fleet_of(no_soak, FleetSpec::default(), 3, done, script);
     let state = State::settled(&older).retarget(&f.revision());
     assert!(take_turn(&f, state).await.is_empty());
     assert_eq!(fleet_events(&mut f), ["RolloutComplete"]);
@@ -203,7 +209,7 @@ async fn with_on_failure_rollback_the_updated_namespaces_return() {
     let state = State::settled(&older).retarget(&f.revision());
     assert_eq!(take_turn(&f, state).await, ["ns-0", "ns-1"]);
     assert_eq!(
-        f.ctx.rollout.pin("ns-1", Some(&f.revision()), true),
+        f.ctx.rollout.pin("ns-1", Some(&f.revision()), true, true),
         Some(older)
     );
     assert_eq!(fleet_events(&mut f), ["RolledBack"]);
@@ -291,4 +297,38 @@ async fn a_terminating_namespace_is_out_of_the_fleet_for_the_triage_the_rollout_
     assert_eq!(take_turn(&f, state).await, ["staying"]);
     let status = status_of(&f.requests().await[0]);
     assert_eq!(status.total, 1);
+}
+
+#[tokio::test]
+async fn a_takeover_with_stale_files_renumbers_nothing_and_keeps_the_undo() {
+    // Only the status is written: no ControllerRevision renumbered, no spec patch.
+    let script = vec![exchange(Method::PATCH, FLEET_STATUS, &[]).answer(StatusCode::OK, patched())];
+    let undo = FleetSpec {
+        revision: Some(2),
+        ..FleetSpec::default()
+    };
+    let at_current = |f: &Fixture, _| (f.revision(), Seen::Healthy);
+    let (f, _) = fleet_of(BATCH_OF_2, undo, 2, at_current, script);
+    // Revision 3, recorded by the leader before this one from files this replica has not
+    // seen yet (created after it read its own, revision 2's content).
+    let config = &f.ctx.in_force.get().config;
+    let renderer = crate::testing::renderer(config, &[("cm.yaml", OLDER)]);
+    let content = crate::rollout::revision::Content::of(config, renderer.sources());
+    let mut newer =
+        crate::rollout::revision::controller_revision(config, renderer.revision(), 3, &content);
+    let later =
+        k8s_openapi::jiff::Timestamp::now() + k8s_openapi::jiff::SignedDuration::from_secs(60);
+    newer.metadata.creation_timestamp =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(later));
+    f.ctx.history.keep(&newer);
+    let state = State::settled(&f.revision());
+    assert!(take_turn(&f, state).await.is_empty());
+    let kept = f.ctx.history.kept();
+    assert_eq!(kept.number(&f.revision()), 2, "not renumbered");
+    assert_eq!(
+        f.ctx.rollout.get().map(|s| s.target),
+        Some(f.revision()),
+        "the undo's revision stays the target"
+    );
+    assert_eq!(f.requests().await.len(), 1);
 }

@@ -121,6 +121,20 @@ fn each_namespace_is_reaped_left_alone_or_synced() {
         namespace: None,
         ..settled(member(), None)
     };
+    // Gone, and its last reap deleted nothing (refused): settled until something changes.
+    let refused = |snapshot: Snapshot| Snapshot {
+        settled: Some(Settled {
+            fingerprint: reap_fingerprint(&snapshot),
+            until: None,
+        }),
+        ..snapshot
+    };
+    let gone_refused = refused(Snapshot {
+        namespace: None,
+        ..member()
+    });
+    let mut gone_refused_changed = gone_refused.clone();
+    gone_refused_changed.stamped[0].resource_version = Some("8".into());
     let reaped = vec!["settings".to_string()];
     let synced = vec!["settings".to_string()];
     // (case, snapshot, when) -> (decision, opting out, names)
@@ -171,6 +185,18 @@ fn each_namespace_is_reaped_left_alone_or_synced() {
         (
             "terminating: reaped at once",
             with(Membership::Terminating),
+            now,
+            ("reap", false, reaped.clone()),
+        ),
+        (
+            "gone, its reap refused, nothing changed: one refused delete, not one a resync",
+            gone_refused,
+            now,
+            ("settled", false, vec![]),
+        ),
+        (
+            "gone, its reap refused, an object changed since",
+            gone_refused_changed,
             now,
             ("reap", false, reaped.clone()),
         ),

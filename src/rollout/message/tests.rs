@@ -19,6 +19,7 @@ fn snapshot() -> FleetSnapshot {
         waiting: Vec::new(),
         refusal_reported: None,
         now: Timestamp::UNIX_EPOCH,
+        wall: Timestamp::UNIX_EPOCH,
     }
 }
 
@@ -77,6 +78,18 @@ fn each_phase_reads_as_what_is_going_on_and_what_to_do() {
             "{phase:?}"
         );
     }
+    // Rolled back, and the one that failed deleted since: no "0 failed ...: ;".
+    assert_eq!(
+        message(&snapshot(), &step(Phase::RolledBack, 0), &[]),
+        "rolled back to revision 3: the namespaces that failed at revision 4 have left the fleet; roll out a new revision"
+    );
+    // No namespace in the fleet: nothing completes, and the message says where to look.
+    let mut empty = step(Phase::Progressing, 0);
+    empty.counts = Counts::default();
+    assert_eq!(
+        message(&snapshot(), &empty, &[]),
+        "rolling out revision 4 over 3: no namespace is in the fleet (check the selector); revision 3 stays stable"
+    );
 }
 
 #[test]
@@ -86,6 +99,7 @@ fn what_holds_the_rollout_follows_its_message() {
     held.waiting = vec!["concurrency", "apiQps"];
     held.brake = Seen {
         opting_out: 30,
+        counted: 30,
         fleet: 40,
         held: true,
         released: Vec::new(),
@@ -96,13 +110,13 @@ fn what_holds_the_rollout_follows_its_message() {
         [
             "the config on disk is refused and revision 4 stays in force: flotilla.yaml: line 2: concurrency: invalid u16;  --> here",
             "changed on disk, applied at the next restart: concurrency, apiQps",
-            "holding the reaping of 30 namespaces that opt out at once (more than 10% of 40 and at least 5): `flotilla rollout resume` confirms",
+            "holding the reaping of 30 namespaces (30 opting out or pruning within 600 s: more than 10% of 40 and at least 5): `flotilla rollout resume` confirms",
         ]
     );
     let text = message(&held, &step(Phase::Complete, 0), &problems[2..]);
     assert_eq!(
         text,
-        "revision 4 runs in all 40 namespaces; holding the reaping of 30 namespaces that opt out at once (more than 10% of 40 and at least 5): `flotilla rollout resume` confirms"
+        "revision 4 runs in all 40 namespaces; holding the reaping of 30 namespaces (30 opting out or pruning within 600 s: more than 10% of 40 and at least 5): `flotilla rollout resume` confirms"
     );
     assert!(super::problems(&snapshot()).is_empty());
 }

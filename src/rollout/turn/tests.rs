@@ -51,6 +51,7 @@ fn fleet(state: State, members: Vec<Member>) -> FleetSnapshot {
         waiting: Vec::new(),
         refusal_reported: None,
         now: t(0),
+        wall: t(0),
     }
 }
 
@@ -220,6 +221,7 @@ fn the_brake_holds_tells_once_lets_go_and_its_confirmation_is_cleared() {
     let mut snapshot = fleet(State::settled(NEW), members(2, NEW, Some(-1000)));
     snapshot.brake = Seen {
         opting_out: 6,
+        counted: 6,
         fleet: 8,
         held: true,
         released: Vec::new(),
@@ -243,6 +245,7 @@ fn the_brake_holds_tells_once_lets_go_and_its_confirmation_is_cleared() {
     snapshot.fleet.spec.confirm_reaping = Some(6);
     snapshot.brake = Seen {
         opting_out: 6,
+        counted: 6,
         fleet: 8,
         held: false,
         released: names(&["a", "b"]),
@@ -277,4 +280,44 @@ fn a_refused_config_is_told_once_per_refusal() {
         "{:?}",
         again.news
     );
+}
+
+#[test]
+fn a_stable_revision_no_longer_kept_holds_until_the_admin_names_one() {
+    // Revision 1 failed over to revision 2 ("lost", whose ControllerRevision was deleted).
+    let mut lost = State::settled("lost").retarget(NEW);
+    lost.phase = Phase::Failed;
+    lost.failed.insert("ns-0".into());
+    let mut at_lost = members(3, "lost", Some(-1000));
+    at_lost[0].applied = Some(NEW.into());
+    let mut snapshot = fleet(lost.clone(), at_lost);
+    let mut recorded = crate::rollout::fleet::FleetStatus {
+        stable_hash: "lost".into(),
+        stable_revision: 1,
+        ..Default::default()
+    };
+    snapshot.fleet.status = Some(recorded.clone());
+    let held = turn(&snapshot);
+    assert_eq!(held.step.state.phase, Phase::Failed);
+    assert!(held.step.admitted.is_empty() && held.queue.is_empty());
+    let message = held.status.expect("a status").message;
+    assert!(
+        message.contains("holding: the stable revision 1 (lost) is not kept"),
+        "{message}"
+    );
+    // Progressing, it holds as a pause does.
+    snapshot.state = State::settled("lost").retarget(NEW);
+    assert_eq!(turn(&snapshot).step.state.phase, Phase::Paused);
+    // The admin names revision 2: it rolls out.
+    snapshot.fleet.spec.revision = Some(2);
+    recorded.stable_revision = 0;
+    snapshot.fleet.status = Some(recorded);
+    let undone = turn(&snapshot);
+    assert_eq!(undone.step.state.phase, Phase::Progressing);
+    assert_eq!(undone.step.admitted, ["ns-1", "ns-2"]);
+    // Kept again: a namespace its reconcile could not render while it was missing is
+    // reconciled at once, not left showing a failure that has passed.
+    let mut again = fleet(State::settled(NEW), members(2, NEW, Some(-1000)));
+    again.members[1].unrendered = true;
+    assert_eq!(turn(&again).queue, ["ns-1"]);
 }

@@ -69,14 +69,16 @@ fn each_step_is_counted_once_and_what_was_in_sync_is_remembered() {
 }
 
 #[test]
-fn a_refusal_is_news_and_any_other_failure_is_the_reconcile_s_error() {
-    // (the first error's code) -> Some(refused) or an error
+fn a_refusal_or_a_server_error_is_news_and_any_other_failure_is_the_reconcile_s_error() {
+    // (the first error's code) -> Some(whether a server error) or an error
     let cases = [
-        (None, Ok(false)),
-        (Some(422), Ok(true)),
-        (Some(403), Ok(true)),
+        (None, Ok(None)),
+        (Some(422), Ok(Some(false))),
+        (Some(403), Ok(Some(false))),
         (Some(429), Err(())),
-        (Some(503), Err(())),
+        // A 5xx may pass, but one that lasts must show: news too, marked as such.
+        (Some(503), Ok(Some(true))),
+        (Some(500), Ok(Some(true))),
     ];
     for (code, want) in cases {
         let mut done = vec![Ok(Done::Created(key("a"), verified("1")))];
@@ -85,7 +87,10 @@ fn a_refusal_is_news_and_any_other_failure_is_the_reconcile_s_error() {
             done.extend([Err(failed(code)), Err(failed(500))]);
         }
         let mut tally = Tally::of(done, None);
-        let got = tally.refusal().map(|r| r.is_some()).map_err(|_| ());
+        let got = tally
+            .refusal()
+            .map(|r| r.map(|r| r.server_error))
+            .map_err(|_| ());
         assert_eq!(got, want, "{code:?}");
     }
 }
@@ -126,7 +131,13 @@ fn the_status_and_outcome_follow_what_was_rendered_and_done() {
         (
             true,
             vec![],
-            Some("422: invalid"),
+            Some(("422: invalid", false)),
+            (Phase::ApplyFailed, false, true, 0),
+        ),
+        (
+            true,
+            vec![],
+            Some(("500: webhook unreachable", true)),
             (Phase::ApplyFailed, false, true, 0),
         ),
     ];
@@ -138,7 +149,11 @@ fn the_status_and_outcome_follow_what_was_rendered_and_done() {
             sleep: None,
         };
         let tally = Tally::of(done, None);
-        let (status, outcome) = tally.conclude(&snapshot, &sync, refusal, now);
+        let refused = refusal.map(|(message, server_error)| Refusal {
+            message: message.into(),
+            server_error,
+        });
+        let (status, outcome) = tally.conclude(&snapshot, &sync, refused.as_ref(), now);
         let got = (
             status.phase,
             outcome.render_failed,
@@ -149,6 +164,21 @@ fn the_status_and_outcome_follow_what_was_rendered_and_done() {
         assert_eq!(status.last_reconcile_time, now.to_string());
         let revision = if ok { "r1" } else { "" };
         assert_eq!(status.revision, revision, "a failed render applies nothing");
+        // Where it failed, even when nothing was applied: a rollout reads it. Not for the
+        // revision not kept (the render failure here), no fault of its content.
+        let failed = !matches!(status.phase, Phase::Pending | Phase::RenderFailed);
+        assert_eq!(status.failed_revision, if failed { "r1" } else { "" });
+        let unavailable = status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Applied" && c.reason == crate::status::REVISION_UNAVAILABLE);
+        assert_eq!(unavailable, !ok);
+        let reason = status.conditions.iter().find(|c| c.type_ == "Applied");
+        let server_error = refusal.is_some_and(|(_, server)| server);
+        assert_eq!(
+            reason.is_some_and(|c| c.reason == crate::status::SERVER_ERROR),
+            server_error
+        );
     }
 }
 

@@ -1,0 +1,178 @@
+//! Rollouts across replicas (issue 30/3, items 6 and 7). Timing: soak and deadline compared
+//! `now` with times written by whichever replica wrote them, so a step of the wall clock failed
+//! every namespace in flight; the leader here runs under libfaketime, its wall clock read from a
+//! file the test changes (its monotonic clock left alone, as a real clock step leaves it).
+//! Files: a failover to a replica whose mounted config was not updated yet renumbered its old
+//! content as the newest revision, ended the admin's undo, and rolled the fleet back.
+
+use crate::harness::*;
+use crate::kubelet::ReadyMarker;
+use crate::rollout::{wait_all_at, wait_fleet_phase, with_image};
+use crate::rollout_safety::{namespaces, running, settled_at_v1};
+use flotilla::rollout::Phase;
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::api::{Api, ListParams};
+use std::time::{Duration, Instant};
+
+/// The leader's wall clock as its last Lease renewal wrote it (faked or not).
+async fn renewed_at(client: &kube::Client, instance: &str) -> Option<Timestamp> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), FLOTILLA_NAMESPACE);
+    Some(leases.get(instance).await.ok()?.spec?.renew_time?.0)
+}
+
+#[tokio::test]
+async fn a_wall_clock_step_on_the_leader_fails_nothing_in_flight() {
+    let client = admin().await;
+    let mut fleet = Fleet::new("rs-clock").with(
+        "rollout",
+        serde_json::json!({"maxUnavailable": 1, "soakSeconds": 1, "progressDeadlineSeconds": 300}),
+    );
+    forget_revisions(&client, &fleet.instance).await;
+    let names = namespaces(&client, &fleet, "rs-clock", 3, &[]).await;
+    let v1 = with_image(&mut fleet, "v1");
+    let kubelet = ReadyMarker::start(&client, "rs-clock-", &[&v1]);
+    let flotilla = settled_at_v1(&client, &fleet, &names, &v1).await;
+    flotilla.stop();
+
+    // v2, whose pods are not ready yet: one namespace moves and waits, well within 300 s.
+    let v2 = with_image(&mut fleet, "v2");
+    let dir = tempfile::tempdir().unwrap();
+    let clock = dir.path().join("faketime.rc");
+    std::fs::write(&clock, "+0\n").unwrap();
+    let clock_file = clock.to_string_lossy().into_owned();
+    let flotilla = fleet.start_with_faketime(
+        "a",
+        &env().flotilla_kubeconfig,
+        &[
+            ("FAKETIME_TIMESTAMP_FILE", clock_file.as_str()),
+            ("FAKETIME_CACHE_DURATION", "1"),
+            ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
+        ],
+    );
+    eventually("a namespace at v2", || async {
+        (running(&client, &names, &v2).await >= 1).then_some(())
+    })
+    .await;
+    // The leader's wall clock steps an hour ahead.
+    std::fs::write(&clock, "+3600\n").unwrap();
+    let ahead = Timestamp::now() + SignedDuration::from_secs(3000);
+    eventually("the leader's clock an hour ahead", || async {
+        let renewed = renewed_at(&client, &fleet.instance).await;
+        renewed.is_some_and(|t| t > ahead).then_some(())
+    })
+    .await;
+    // Several turns later (one a second), nothing failed.
+    let stepped = Instant::now();
+    while stepped.elapsed() < Duration::from_secs(5) {
+        let status = fleet_object(&client, &fleet.instance)
+            .await
+            .unwrap()
+            .status
+            .unwrap();
+        assert!(
+            status.phase == Phase::Progressing && status.failed_namespaces.is_empty(),
+            "after the clock step: {:?}: {}",
+            status.phase,
+            status.message
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    kubelet.accept(&v2);
+    wait_all_at(&client, &names, &v2).await;
+    wait_fleet_phase(
+        &client,
+        &fleet.instance,
+        2,
+        Phase::Complete,
+        Duration::from_secs(120),
+    )
+    .await;
+    flotilla.stop();
+    delete_namespaces_and_wait(&client, &names).await;
+}
+
+#[tokio::test]
+async fn a_failover_to_stale_files_renumbers_nothing_and_keeps_the_undo() {
+    let client = admin().await;
+    let mut fleet = Fleet::new("rs-stale")
+        .with(
+            "rollout",
+            serde_json::json!({"maxUnavailable": "100%", "soakSeconds": 1}),
+        )
+        .with(
+            "leaderElection",
+            serde_json::json!({"enabled": true, "leaseDurationSeconds": 4}),
+        );
+    forget_revisions(&client, &fleet.instance).await;
+    let names = namespaces(&client, &fleet, "rs-stale", 2, &[]).await;
+    let v1 = with_image(&mut fleet, "v1");
+    let kubelet = ReadyMarker::start(&client, "rs-stale-", &[&v1]);
+    let a = settled_at_v1(&client, &fleet, &names, &v1).await;
+    // Replica b's files: revision 1's content, read now and not updated.
+    let dir = tempfile::tempdir().unwrap();
+    let stale = dir.path().join("flotilla.yaml");
+    std::fs::write(&stale, fleet.config(&fleet.templates).to_string()).unwrap();
+    let b = Flotilla::start(
+        &stale,
+        &dir.path().join("b.log"),
+        &format!("{}-b", fleet.instance),
+        &standby_kubeconfig(dir.path()),
+    );
+    // v2 on a's files (revision 2), then the admin's undo back to revision 1.
+    let v2 = with_image(&mut fleet, "v2");
+    kubelet.accept(&v2);
+    fleet.config_file();
+    let long = Duration::from_secs(120);
+    wait_fleet_phase(&client, &fleet.instance, 2, Phase::Complete, long).await;
+    assert_eq!(fleet.cli(&["rollout", "undo"]).0, 0);
+    wait_fleet_phase(&client, &fleet.instance, 1, Phase::Complete, long).await;
+    wait_all_at(&client, &names, &v1).await;
+
+    a.kill();
+    eventually("replica b to lead", || async {
+        b.leads().await.then_some(())
+    })
+    .await;
+    let revisions: Api<ControllerRevision> = Api::namespaced(client.clone(), FLOTILLA_NAMESPACE);
+    let selector = format!("flotilla.dev/instance={}", fleet.instance);
+    let unchanged = || async {
+        let fleet_now = fleet_object(&client, &fleet.instance).await.unwrap();
+        let numbers: Vec<i64> = revisions
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .filter_map(|r| r.revision)
+            .collect();
+        let target = fleet_now.status.map(|s| s.target_revision);
+        assert_eq!(
+            (
+                fleet_now.spec.revision,
+                target,
+                numbers.iter().max().copied()
+            ),
+            (Some(1), Some(1), Some(2)),
+            "the undo, the target and the newest revision number after the failover"
+        );
+    };
+    // b takes a turn a second: several of them.
+    let led = Instant::now();
+    while led.elapsed() < Duration::from_secs(5) {
+        unchanged().await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // b's files catch up (revision 2's content, as the kubelet updates them): still the undo.
+    std::fs::write(&stale, fleet.config(&fleet.templates).to_string()).unwrap();
+    b.wait_log("config reloaded").await;
+    let caught_up = Instant::now();
+    while caught_up.elapsed() < Duration::from_secs(5) {
+        unchanged().await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    wait_all_at(&client, &names, &v1).await;
+    b.stop();
+    delete_namespaces_and_wait(&client, &names).await;
+}
