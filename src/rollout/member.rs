@@ -44,7 +44,6 @@ pub fn member(name: &str, canary: bool, status: Option<&WorkerStatus>) -> Member
         unrendered,
         failed_at: Some(status.failed_revision.clone()).filter(|r| !r.is_empty()),
         passing: status.phase == Phase::ApplyFailed && applied_reason(crate::status::SERVER_ERROR),
-        reconciled_at: time(&status.last_reconcile_time),
         asleep: status.phase == Phase::Sleeping,
     }
 }

@@ -36,8 +36,6 @@ pub struct Member {
     /// Its last reconcile could not render only because its revision was not kept (a
     /// ControllerRevision deleted): not a failure, and to be reconciled again once it is.
     pub unrendered: bool,
-    /// When its status last changed.
-    pub reconciled_at: Option<Timestamp>,
     /// Its controller sleeps (scaled to zero: its health is what it showed awake).
     pub asleep: bool,
 }

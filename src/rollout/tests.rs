@@ -30,7 +30,6 @@ fn fleet(n: usize, canaries: usize) -> Vec<Member> {
             healthy_since: Some(t(-1000)),
             unhealthy_since: None,
             failing: false,
-            reconciled_at: Some(t(-1000)),
             ..Member::default()
         })
         .collect()
@@ -48,7 +47,6 @@ fn cluster(members: &mut [Member], state: &State, now: Timestamp, good: bool) {
             m.applied_since = Some(now);
             m.healthy_since = None;
             m.unhealthy_since = Some(now);
-            m.reconciled_at = Some(now);
         } else if m.healthy_since.is_none() && (good || m.applied.as_deref() == Some(OLD)) {
             m.healthy_since = Some(now);
             m.unhealthy_since = None;

@@ -25,7 +25,6 @@ fn members(n: usize, revision: &str, healthy: Option<i64>) -> Vec<Member> {
             healthy_since: healthy.map(t),
             unhealthy_since: healthy.is_none().then(|| t(-1000)),
             failing: healthy.is_none(),
-            reconciled_at: Some(t(-1)),
             ..Member::default()
         })
         .collect()
