@@ -120,6 +120,9 @@ async fn a_failover_to_stale_files_renumbers_nothing_and_keeps_the_undo() {
         &format!("{}-b", fleet.instance),
         &standby_kubeconfig(dir.path()),
     );
+    // b has read its files (at start, before it waits to lead) before revision 2 exists, as a
+    // standby whose mounted files lag does.
+    b.wait_log("waiting for leadership").await;
     // v2 on a's files (revision 2), then the admin's undo back to revision 1.
     let v2 = with_image(&mut fleet, "v2");
     kubelet.accept(&v2);

@@ -205,7 +205,7 @@ fn newest(ctx: &Context, current: &Current) -> bool {
         && ctx
             .history
             .created(&newest)
-            .is_some_and(|created| current.since < created);
+            .is_some_and(|created| current.since < recorded_by(created));
     if stale {
         tracing::debug!(
             revision = hash,
@@ -214,6 +214,15 @@ fn newest(ctx: &Context, current: &Current) -> bool {
         );
     }
     !stale
+}
+
+/// The latest instant a revision created at `created` may have been recorded: creation times
+/// are whole seconds, so files read within that second may predate it. Taken as stale, they
+/// wait for a reload; taken as newer, they would be renumbered and roll the fleet back.
+fn recorded_by(created: Timestamp) -> Timestamp {
+    created
+        .checked_add(k8s_openapi::jiff::SignedDuration::from_secs(1))
+        .unwrap_or(created)
 }
 
 /// Records the config in force as the newest revision, keeping those the fleet still uses. A
