@@ -15,7 +15,6 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::core::SelectorExt;
-use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -184,66 +183,6 @@ async fn fleet_object(ctx: &Context) -> kube::Result<Fleet> {
     }
 }
 
-/// Whether `current`, the config in force, is to be recorded as the newest revision: new
-/// content; a change seen while leading (back to an earlier revision's content too, renumbered
-/// as Kubernetes does); the newest's content (nothing renumbered); an older revision's content
-/// read after the newest was recorded (an edit made while flotilla was down). Not an older
-/// revision's content in files read before it: this replica's mounted ConfigMap was not updated
-/// yet (each node updates it in its own time), and renumbering it would roll the fleet back,
-/// then forward, and end an undo. It waits for its files.
-fn newest(ctx: &Context, current: &Current) -> bool {
-    let hash = current.renderer.revision();
-    let kept = ctx.history.kept();
-    let number = kept.number(hash);
-    let Some(newest) = kept.newest() else {
-        return true;
-    };
-    let took_over = read(&ctx.rollout.recorded).is_none();
-    let stale = took_over
-        && number != 0
-        && number < kept.number(&newest)
-        && ctx
-            .history
-            .created(&newest)
-            .is_some_and(|created| current.since < recorded_by(created));
-    if stale {
-        tracing::debug!(
-            revision = hash,
-            number,
-            "the files hold an older revision's content, read before the newest was recorded: waiting for them"
-        );
-    }
-    !stale
-}
-
-/// The latest instant a revision created at `created` may have been recorded: creation times
-/// are whole seconds, so files read within that second may predate it. Taken as stale, they
-/// wait for a reload; taken as newer, they would be renumbered and roll the fleet back.
-fn recorded_by(created: Timestamp) -> Timestamp {
-    created
-        .checked_add(k8s_openapi::jiff::SignedDuration::from_secs(1))
-        .unwrap_or(created)
-}
-
-/// Records the config in force as the newest revision, keeping those the fleet still uses. A
-/// newer revision supersedes an undo.
-async fn record(ctx: &Context, current: &Current, fleet: &Fleet) -> kube::Result<()> {
-    let mut in_use: BTreeSet<String> = ctx
-        .stores
-        .workers()
-        .iter()
-        .filter_map(|w| w.member.applied.clone())
-        .collect();
-    if let Some(status) = &fleet.status {
-        in_use.extend([status.stable_hash.clone(), status.target_hash.clone()]);
-    }
-    let made_newest = ctx.history.record(&ctx.client, current, &in_use).await?;
-    if made_newest && fleet.spec.revision.is_some() {
-        patch_spec(ctx, serde_json::json!({"revision": null})).await?;
-    }
-    Ok(())
-}
-
 async fn patch_spec(ctx: &Context, spec: serde_json::Value) -> kube::Result<()> {
     let api: Api<Fleet> = Api::all(ctx.client.clone());
     let patch = serde_json::json!({ "spec": spec });
@@ -263,8 +202,8 @@ async fn turn(ctx: &Context, queue: &WorkQueue, state: State) -> kube::Result<()
     let fleet = fleet_object(ctx).await?;
     let current = ctx.in_force.get();
     let hash = current.renderer.revision();
-    if read(&ctx.rollout.recorded).as_deref() != Some(hash) && newest(ctx, &current) {
-        record(ctx, &current, &fleet).await?;
+    if read(&ctx.rollout.recorded).as_deref() != Some(hash) && record::newest(ctx, &current) {
+        record::record(ctx, &current, &fleet).await?;
         *write(&ctx.rollout.recorded) = Some(hash.to_string());
     }
     let snapshot = snapshot(ctx, fleet, &current, state);
@@ -401,5 +340,6 @@ fn log(snapshot: &FleetSnapshot, step: &rollout::Step) {
     }
 }
 
+mod record;
 #[cfg(test)]
 mod tests;
