@@ -264,6 +264,10 @@ fn pinned_field(kind: Kind) -> &'static str {
 }
 
 #[cfg(test)]
+mod cel_fixture;
+#[cfg(test)]
+mod cel_scope_tests;
+#[cfg(test)]
 mod cel_tests;
 #[cfg(test)]
 mod tests;
