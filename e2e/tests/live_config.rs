@@ -295,3 +295,46 @@ async fn a_config_back_at_an_earlier_revisions_content_is_the_newest_again() {
     assert_eq!(revisions(&client, &fleet.instance).await, 2);
     delete_namespaces(&client, &[ns]).await;
 }
+
+/// A restart with the content before the newest, moments after the newest was recorded (an
+/// admin's quick revert, or a `helm rollback` right after an upgrade): files read after the
+/// recording are the admin's, even within the same second, and that content is the newest again.
+#[tokio::test]
+async fn a_revert_moments_after_a_recording_is_the_newest_again() {
+    let client = admin().await;
+    let mut fleet = Fleet::new("revert");
+    forget_revisions(&client, &fleet.instance).await;
+    let ns = "revert-a";
+    fleet.namespace(&client, ns, true).await;
+    let mut flotilla = fleet.start();
+    let target = |number: i64| {
+        let instance = fleet.instance.clone();
+        let client = client.clone();
+        async move {
+            wait_fleet(
+                &client,
+                &instance,
+                &format!("revision {number} the target"),
+                |f| {
+                    f.status
+                        .as_ref()
+                        .is_some_and(|s| s.target_revision == number)
+                },
+            )
+            .await
+        }
+    };
+    target(1).await;
+    // Several rounds: each restart lands at a different point of the recording's second.
+    for number in 2..=5 {
+        flotilla.wait_log("revision recorded as the newest").await;
+        let parallelism = if number % 2 == 0 { 60 } else { 50 };
+        fleet.values["parallelism"] = serde_json::json!(parallelism);
+        flotilla.kill();
+        flotilla = fleet.start();
+        target(number).await;
+    }
+    fleet.wait_stamped(&client, ns).await;
+    flotilla.stop();
+    delete_namespaces(&client, &[ns]).await;
+}

@@ -10,6 +10,7 @@ use crate::rollout::KeptRevisions;
 use crate::rollout::revision::{self, Content, Stored};
 use crate::sync::{read, write};
 use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, RwLock};
@@ -21,8 +22,8 @@ struct Kept {
     /// Compiled on first use; `None` until then, or for good if it does not compile.
     renderer: Option<Arc<Renderer>>,
     broken: bool,
-    /// When its ControllerRevision was created (by the API server's clock).
-    created: Option<k8s_openapi::jiff::Timestamp>,
+    /// When it was last made the newest (`revision::recorded_at`).
+    recorded: Option<Timestamp>,
 }
 
 impl Kept {
@@ -32,7 +33,7 @@ impl Kept {
             uid: object.metadata.uid.clone(),
             renderer: None,
             broken: false,
-            created: object.metadata.creation_timestamp.as_ref().map(|t| t.0),
+            recorded: revision::recorded_at(object),
         })
     }
 }
@@ -108,16 +109,20 @@ impl History {
                 let name = revision::object_name(&self.instance, &hash);
                 let mut object = api.get(&name).await?;
                 object.revision = Some(newest + 1);
+                let now = Timestamp::now();
+                revision::mark_recorded(&mut object, now);
                 api.replace(&name, &PostParams::default(), &object).await?;
                 if let Some(k) = write(&self.kept).get_mut(&hash) {
                     k.stored.number = newest + 1;
+                    k.recorded = Some(now);
                 }
                 true
             }
             None => {
                 let content = Content::of(&current.config, current.renderer.sources());
-                let object =
+                let mut object =
                     revision::controller_revision(&current.config, &hash, newest + 1, &content);
+                revision::mark_recorded(&mut object, Timestamp::now());
                 let created = api.create(&PostParams::default(), &object).await?;
                 let kept = Kept::of(&created).map_err(|e| {
                     kube::Error::Service(format!("reading back what was created: {e}").into())
@@ -214,9 +219,9 @@ impl History {
         }
     }
 
-    /// When revision `hash`'s ControllerRevision was created (renumbered: when created first).
-    pub fn created(&self, hash: &str) -> Option<k8s_openapi::jiff::Timestamp> {
-        read(&self.kept).get(hash).and_then(|k| k.created)
+    /// When revision `hash` was last made the newest.
+    pub fn recorded(&self, hash: &str) -> Option<Timestamp> {
+        read(&self.kept).get(hash).and_then(|k| k.recorded)
     }
 
     /// Whether revision `hash` is kept (and so can be rendered, unless it is broken).

@@ -38,6 +38,8 @@ pub struct Rollout {
     /// takeover is not, when it is kept already (they may be stale: a mounted ConfigMap is
     /// updated on each replica in its own time).
     recorded: RwLock<Option<String>>,
+    /// Since when this leader has waited for its files to catch up (record.rs).
+    waiting_for_files: Mutex<Option<Instant>>,
     /// The Fleet this leader created, until the watch shows one.
     created: RwLock<Option<Fleet>>,
     /// The rollout's times are this replica's monotonic clock's, from when it observed them.
@@ -53,6 +55,7 @@ impl Default for Rollout {
             written: RwLock::new(None),
             refusal_reported: RwLock::new(None),
             recorded: RwLock::new(None),
+            waiting_for_files: Mutex::new(None),
             created: RwLock::new(None),
             clock: Monotonic::default(),
             observed: Mutex::default(),
@@ -90,6 +93,7 @@ impl Rollout {
         if !ready {
             *write(&self.written) = None;
             *write(&self.recorded) = None;
+            *lock(&self.waiting_for_files) = None;
             *write(&self.created) = None;
             // The next time this replica leads, it observes everything anew.
             *lock(&self.observed) = Observed::default();

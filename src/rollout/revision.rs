@@ -9,10 +9,16 @@ use crate::ownership;
 use crate::render::{RenderErrors, Renderer};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::ObjectMeta;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
+
+/// When a revision was last made the newest, by the recording replica's clock, to the
+/// nanosecond: a replica whose files were read before it may hold stale files. Creation times
+/// are whole seconds, too coarse to tell files read within that second.
+pub const RECORDED_AT: &str = "flotilla.dev/recorded-at";
 
 /// What one revision renders from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -151,6 +157,30 @@ pub fn controller_revision(
         data: RawExtension(serde_json::to_value(content).unwrap_or_default()),
         revision: Some(number),
     }
+}
+
+/// Marks `object` as made the newest at `at`.
+pub fn mark_recorded(object: &mut ControllerRevision, at: Timestamp) {
+    object
+        .metadata
+        .annotations
+        .get_or_insert_with(BTreeMap::new)
+        .insert(RECORDED_AT.into(), at.to_string());
+}
+
+/// When `object` was last made the newest: its mark, else (recorded by a flotilla that did not
+/// mark it) the end of its creation second, the latest it can have been.
+pub fn recorded_at(object: &ControllerRevision) -> Option<Timestamp> {
+    let marked = object
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(RECORDED_AT))
+        .and_then(|at| at.parse().ok());
+    marked.or_else(|| {
+        let created = object.metadata.creation_timestamp.as_ref()?.0;
+        created.checked_add(SignedDuration::from_secs(1)).ok()
+    })
 }
 
 /// Reads a ControllerRevision of `config`'s instance.
