@@ -20,6 +20,7 @@ fn render(c: &mut Criterion) {
             name: format!("team-{i:04}"),
             labels: labels.clone(),
             annotations: annotations.clone(),
+            share: None,
         })
         .collect();
     let objects = renderer.render(&inputs[0]).unwrap().len();

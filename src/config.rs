@@ -55,6 +55,7 @@ struct ConfigFile {
     #[serde(default)]
     rollout: RolloutFile,
     sleep: Option<SleepFile>,
+    fleet_parallelism: Option<u32>,
 }
 
 /// What a template may ask for beyond flotilla's fixed rules (`render::policy`), and which
@@ -223,6 +224,9 @@ pub struct Config {
     pub rollout: Strategy,
     /// Idle controllers scaled to zero (`None`: nothing sleeps).
     pub sleep: Option<crate::sleep::Policy>,
+    /// Workflows running at once across the fleet, shared between namespaces (crate::budget);
+    /// `None`: each controller counts its own only.
+    pub fleet_parallelism: Option<u32>,
 }
 
 impl Config {
@@ -288,6 +292,11 @@ impl ConfigFile {
                 3,
             ),
             ("resyncSeconds", self.resync_seconds, 1),
+            (
+                "fleetParallelism",
+                self.fleet_parallelism.map_or(1, u64::from),
+                1,
+            ),
         ] {
             if value < minimum {
                 return Err(refused(key, ConfigProblem::AtLeast(minimum)));
@@ -348,6 +357,7 @@ impl ConfigFile {
             },
             rollout,
             sleep,
+            fleet_parallelism: self.fleet_parallelism,
         })
     }
 }

@@ -5,6 +5,7 @@
 //! -> plan (pure) -> execute (the only I/O) -> status (pure) -> the NamespaceWorker.
 
 pub mod admission;
+pub mod budget;
 pub mod client;
 pub mod cluster;
 pub mod config;

@@ -201,6 +201,7 @@ pub fn render_samples(renderer: &Renderer, config: &Config) -> Result<[Sample; 2
         name: name.to_string(),
         labels: labels.clone(),
         annotations: Default::default(),
+        share: None,
     });
     Ok([
         Sample {

@@ -16,6 +16,8 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 pub const INSTANCE_ID_LABEL: &str = "workflows.argoproj.io/controller-instanceid";
 /// Set by Argo's controller on a finished Workflow.
 pub const COMPLETED_LABEL: &str = "workflows.argoproj.io/completed";
+/// Set by Argo's controller to the Workflow's phase: `Running` counts against `parallelism`.
+pub const PHASE_LABEL: &str = "workflows.argoproj.io/phase";
 
 /// What flotilla knows of one namespace's Workflows at a moment.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
@@ -65,6 +67,9 @@ struct NamespaceTally {
     workflows: HashMap<u64, u64>,
     /// Per label hash, the label and how many live Workflows carry it.
     labels: HashMap<u64, (Option<String>, u32)>,
+    /// The running ones among them (their uid's hash), by their label's hash: what the fleet's
+    /// budget counts (crate::budget). A phase change is not news for the namespace's status.
+    running: HashMap<u64, u64>,
 }
 
 impl NamespaceTally {
@@ -74,10 +79,14 @@ impl NamespaceTally {
         Counts { by_label }
     }
 
-    /// Records the Workflow's current label (None: it is gone or completed); whether the
-    /// counts changed.
-    fn set(&mut self, workflow: u64, label: Option<Option<&str>>) -> bool {
+    /// Records the Workflow's current label (None: it is gone or completed) and whether it
+    /// runs; whether the counts by label changed.
+    fn set(&mut self, workflow: u64, label: Option<Option<&str>>, running: bool) -> bool {
         let new = label.map(|l| (hash(&l), l));
+        match new {
+            Some((h, _)) if running => self.running.insert(workflow, h),
+            _ => self.running.remove(&workflow),
+        };
         let old = self.workflows.get(&workflow).copied();
         if old == new.map(|(h, _)| h) {
             return false;
@@ -110,7 +119,7 @@ impl Tally {
             .namespaces
             .entry(namespace.to_string())
             .or_default()
-            .set(workflow, live_label(meta));
+            .set(workflow, live_label(meta), runs(meta));
         self.drop_if_empty(namespace);
         changed.then(|| namespace.to_string())
     }
@@ -120,7 +129,7 @@ impl Tally {
         let changed = self
             .namespaces
             .get_mut(namespace)
-            .is_some_and(|tally| tally.set(workflow, None));
+            .is_some_and(|tally| tally.set(workflow, None, false));
         self.drop_if_empty(namespace);
         changed.then(|| namespace.to_string())
     }
@@ -138,7 +147,7 @@ impl Tally {
             relist
                 .entry(namespace.to_string())
                 .or_default()
-                .set(workflow, Some(label));
+                .set(workflow, Some(label), runs(meta));
         }
     }
 
@@ -172,6 +181,19 @@ impl Tally {
             .get(namespace)
             .map(NamespaceTally::counts)
             .unwrap_or_default()
+    }
+
+    /// How many Workflows of `namespace` a controller with `instance_id` runs now.
+    pub fn running(&self, namespace: &str, instance_id: Option<&str>) -> u32 {
+        let label = hash(&instance_id);
+        self.namespaces.get(namespace).map_or(0, |tally| {
+            tally.running.values().filter(|&&h| h == label).count() as u32
+        })
+    }
+
+    /// The namespaces with live Workflows.
+    pub fn active(&self) -> impl Iterator<Item = &str> {
+        self.namespaces.keys().map(String::as_str)
     }
 
     /// How many live Workflows of `namespace` a controller with `instance_id` ignores.
@@ -236,6 +258,14 @@ fn live_label(meta: &ObjectMeta) -> Option<Option<&str>> {
             .and_then(|l| l.get(INSTANCE_ID_LABEL))
             .map(String::as_str)
     })
+}
+
+/// Whether Argo's controller shows the Workflow running.
+fn runs(meta: &ObjectMeta) -> bool {
+    meta.labels
+        .as_ref()
+        .and_then(|l| l.get(PHASE_LABEL))
+        .is_some_and(|phase| phase == "Running")
 }
 
 fn hash<T: Hash + ?Sized>(value: &T) -> u64 {

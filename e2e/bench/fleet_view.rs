@@ -44,6 +44,7 @@ pub async fn write(
         now: status::now(),
         degraded_after: Duration::from_secs(600),
         sleep: None,
+        share: None,
     };
     let (worker_status, _) = status::compute(None, &seen);
     let params = PatchParams {

@@ -176,6 +176,7 @@ pub fn render(renderer: &Renderer, namespace: &str) -> Vec<Stamped> {
         name: namespace.to_string(),
         labels: opted_in_labels(),
         annotations: BTreeMap::new(),
+        share: None,
     };
     renderer
         .render(&input)

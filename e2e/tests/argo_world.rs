@@ -5,8 +5,10 @@
 
 use crate::harness::*;
 use crate::kubelet::{Node, Program};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::Command;
@@ -184,4 +186,33 @@ pub async fn wait_run(
         (status["phase"] == phase).then_some(status)
     })
     .await
+}
+
+/// Waits until the namespace's workflow-controller Deployment has its pod available.
+pub async fn wait_controller_up(client: &kube::Client, namespace: &str) -> Pod {
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+    eventually_within(
+        Duration::from_secs(120),
+        &format!("{namespace}'s controller available"),
+        || async {
+            let d = deployments.get_opt("workflow-controller").await.ok()??;
+            let available = d.status?.available_replicas.unwrap_or(0);
+            (available == 1).then_some(())
+        },
+    )
+    .await;
+    controller_pod(client, namespace)
+        .await
+        .expect("the controller's pod")
+}
+
+pub async fn controller_pod(client: &kube::Client, namespace: &str) -> Option<Pod> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let list = pods
+        .list(&ListParams::default().labels("app=workflow-controller"))
+        .await
+        .ok()?;
+    list.items
+        .into_iter()
+        .find(|p| p.metadata.deletion_timestamp.is_none())
 }

@@ -12,6 +12,7 @@ mod common;
 mod controller_knobs;
 mod failures;
 mod faults;
+mod fleet_budget;
 mod fleet_pod;
 mod fleet_view;
 mod handover;

@@ -5,39 +5,9 @@
 use crate::argo_world::*;
 use crate::harness::*;
 use flotilla::status::NamespaceWorker;
-use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use std::time::{Duration, Instant};
-
-/// Waits until the namespace's workflow-controller Deployment has its pod available.
-async fn wait_controller_up(client: &kube::Client, namespace: &str) -> Pod {
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
-    eventually_within(
-        Duration::from_secs(120),
-        &format!("{namespace}'s controller available"),
-        || async {
-            let d = deployments.get_opt("workflow-controller").await.ok()??;
-            let available = d.status?.available_replicas.unwrap_or(0);
-            (available == 1).then_some(())
-        },
-    )
-    .await;
-    controller_pod(client, namespace)
-        .await
-        .expect("the controller's pod")
-}
-
-async fn controller_pod(client: &kube::Client, namespace: &str) -> Option<Pod> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    let list = pods
-        .list(&ListParams::default().labels("app=workflow-controller"))
-        .await
-        .ok()?;
-    list.items
-        .into_iter()
-        .find(|p| p.metadata.deletion_timestamp.is_none())
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn each_namespace_runs_its_own_real_controller_and_only_its_own_workflows() {

@@ -128,6 +128,7 @@ pub(super) fn rendered() -> Vec<Value> {
         name: OPTED_IN.into(),
         labels: [("flotilla.dev/enabled".to_string(), "true".to_string())].into(),
         annotations: Default::default(),
+        share: None,
     };
     renderer
         .render(&input)

@@ -66,6 +66,7 @@ pub fn render(config_path: &Path, args: &RenderArgs) -> Result<(), CliError> {
             name: args.namespace.clone(),
             labels,
             annotations: args.annotations.iter().cloned().collect(),
+            share: None,
         }
     };
     if !config.selector.matches(&input.labels) {

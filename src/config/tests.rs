@@ -203,7 +203,7 @@ fn yaml_errors_name_line_column_and_key_then_show_the_spot() {
         // The parser names an unknown key itself.
         (
             "selectr: a=b\n",
-            "line 1 column 1: unknown field `selectr`, expected one of selector, templates, namespace, instance, fieldManager, concurrency, apiQps, apiBurst, resyncSeconds, degradedAfterSeconds, values, overrides, leaderElection, policy, rollout, sleep",
+            "line 1 column 1: unknown field `selectr`, expected one of selector, templates, namespace, instance, fieldManager, concurrency, apiQps, apiBurst, resyncSeconds, degradedAfterSeconds, values, overrides, leaderElection, policy, rollout, sleep, fleetParallelism",
         ),
         (
             "values: {n: 1}\noverrides:\n  n: {type: float}\n",

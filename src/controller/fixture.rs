@@ -78,6 +78,7 @@ pub fn fixture(
         metrics,
         workflows: Workflows::unlisted(Default::default()),
         crons: CronWorkflows::unlisted(Default::default()),
+        budget: Default::default(),
     };
     Fixture {
         ctx,

@@ -3,6 +3,7 @@
 
 mod admission;
 mod argo_watch;
+mod budget_task;
 mod cron_watch;
 pub mod events;
 mod execute;
@@ -64,6 +65,8 @@ pub struct Context {
     workflows: Arc<workflow_watch::Workflows>,
     /// Every namespace's CronWorkflows' schedules.
     crons: Arc<cron_watch::CronWorkflows>,
+    /// The fleet's budget of running Workflows, as the leader shares it.
+    budget: budget_task::Budget,
 }
 
 impl Context {
@@ -85,12 +88,17 @@ impl Context {
         let revision = self
             .rollout
             .pin(name, applied, known, !stamped.is_empty())?;
+        let share = current.config.fleet_parallelism.map(|_| {
+            self.budget
+                .share(name, previous.as_ref().and_then(|p| p.share))
+        });
         Some(Snapshot {
             name: name.to_string(),
-            namespace: self
-                .stores
-                .namespace(name)
-                .map(|ns| NamespaceState::of(&ns.metadata, &current.config.selector)),
+            namespace: self.stores.namespace(name).map(|ns| {
+                let mut state = NamespaceState::of(&ns.metadata, &current.config.selector);
+                state.input.share = share;
+                state
+            }),
             stamped,
             worker: watched.map(|w| worker::watched(&w, name, &self.config.instance)),
             previous,
@@ -108,6 +116,7 @@ impl Context {
             sleep: current.config.sleep,
             soak: current.config.rollout.soak,
             now: crate::status::now(),
+            share,
         })
     }
 

@@ -262,6 +262,7 @@ fn snapshot(ctx: &Context, fleet: Fleet, current: &Current, state: State) -> Fle
         refusal_reported: read(&ctx.rollout.refusal_reported).clone(),
         now,
         wall: Timestamp::now(),
+        budget: ctx.budget.usage(),
     }
 }
 

@@ -109,6 +109,7 @@ pub async fn run(
         metrics,
         workflows,
         crons,
+        budget: Default::default(),
     });
     for _ in 0..reconcilers {
         tokio::spawn(reconciler(
@@ -123,6 +124,11 @@ pub async fn run(
         leader_rx.clone(),
     ));
     tokio::spawn(super::rollout_task::run(
+        Arc::clone(&ctx),
+        Arc::clone(&queue),
+        leader_rx.clone(),
+    ));
+    tokio::spawn(super::budget_task::run(
         Arc::clone(&ctx),
         Arc::clone(&queue),
         leader_rx.clone(),

@@ -24,6 +24,8 @@ pub struct WorkerView {
     pub member: Member,
     /// Its phase, for the leader's count of the fleet by phase (`flotilla_namespaces`).
     pub phase: Option<Phase>,
+    /// Its share of the fleet's budget as last rendered, for the leader's allocation.
+    pub share: Option<u32>,
 }
 
 impl From<NamespaceWorker> for WorkerView {
@@ -31,6 +33,7 @@ impl From<NamespaceWorker> for WorkerView {
         let member = member(&worker.name_any(), false, worker.status.as_ref());
         WorkerView {
             phase: worker.status.as_ref().map(|s| s.phase),
+            share: worker.status.as_ref().and_then(|s| s.share),
             status: worker
                 .status
                 .and_then(|s| serde_json::to_string(&s).ok())

@@ -50,6 +50,27 @@ impl Watched<WorkflowTally> {
         }
     }
 
+    /// `namespace`'s Workflows that a controller with `instance_id` runs now, and has live
+    /// (running or waiting to start); `None` until they are listed.
+    pub fn budget_counts(&self, namespace: &str, instance_id: Option<&str>) -> Option<(u32, u32)> {
+        if !matches!(self.listing(), Listing::Listed) {
+            return None;
+        }
+        let tally = read(&self.tally.tally);
+        let live = tally.counts(namespace).taken(instance_id);
+        Some((tally.running(namespace, instance_id).min(live), live))
+    }
+
+    /// The namespaces with live Workflows; `None` until they are listed.
+    pub fn active(&self) -> Option<std::collections::BTreeSet<String>> {
+        matches!(self.listing(), Listing::Listed).then(|| {
+            read(&self.tally.tally)
+                .active()
+                .map(str::to_string)
+                .collect()
+        })
+    }
+
     /// Since when `namespace`'s live Workflows are as they are, as far as this process knows.
     pub fn idle_since(&self, namespace: &str) -> Timestamp {
         let changed = read(&self.tally.changed_at).get(namespace).copied();

@@ -52,6 +52,9 @@ pub struct Snapshot {
     pub soak: Duration,
     /// Now, by the wall clock: what sleeping is decided at.
     pub now: Timestamp,
+    /// Its share of the fleet's budget (crate::budget), also in `namespace`'s input: `None`
+    /// without a budget.
+    pub share: Option<u32>,
 }
 
 impl Snapshot {
@@ -96,6 +99,7 @@ impl NamespaceState {
                 name: meta.name.clone().unwrap_or_default(),
                 labels: meta.labels.clone().unwrap_or_default(),
                 annotations: meta.annotations.clone().unwrap_or_default(),
+                share: None,
             },
             uid: meta.uid.clone(),
             resource_version: meta.resource_version.clone(),
@@ -150,6 +154,7 @@ pub fn fingerprint(snapshot: &Snapshot, worker_version: Option<&str>) -> u64 {
     snapshot.workflows.hash(&mut hasher);
     snapshot.crons.hash(&mut hasher);
     snapshot.sleep.hash(&mut hasher);
+    snapshot.share.hash(&mut hasher);
     for watched in versions {
         (&watched.key, &watched.uid, &watched.resource_version).hash(&mut hasher);
     }

@@ -23,6 +23,7 @@ fn team_a(annotations: &[(&str, &str)]) -> NamespaceInput {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
+        share: None,
     }
 }
 

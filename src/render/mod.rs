@@ -27,12 +27,27 @@ use policy::Target;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 
+/// The value the fleet's budget caps: the controller ConfigMap's `parallelism`.
+pub const PARALLELISM: &str = "parallelism";
+
+/// `values.parallelism`, if it is a count.
+fn parallelism(values: &serde_json::Map<String, serde_json::Value>) -> Option<u32> {
+    values
+        .get(PARALLELISM)?
+        .as_u64()
+        .map(|n| u32::try_from(n).unwrap_or(u32::MAX))
+}
+
 /// What a template knows about the namespace it renders for.
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub struct NamespaceInput {
     pub name: String,
     pub labels: BTreeMap<String, String>,
     pub annotations: BTreeMap<String, String>,
+    /// Its share of the fleet's budget (crate::budget), which caps `values.parallelism`; `None`
+    /// without a budget. Not a template's to see: the cap is in the values.
+    #[serde(skip)]
+    pub share: Option<u32>,
 }
 
 pub struct Renderer {
@@ -205,6 +220,27 @@ impl Renderer {
 
     /// The values with the namespace's overrides applied, or why they are refused.
     fn values_for(
+        &self,
+        namespace: &NamespaceInput,
+    ) -> Result<serde_json::Map<String, serde_json::Value>, RenderErrors> {
+        let mut values = self.own_values(namespace)?;
+        if let Some(share) = namespace.share {
+            let own = parallelism(&values).unwrap_or(u32::MAX);
+            values.insert(PARALLELISM.into(), own.min(share).into());
+        }
+        Ok(values)
+    }
+
+    /// What the fleet's budget needs of `namespace` at this revision: its controller's own
+    /// `parallelism` (values and override; none: no cap) and its instanceID.
+    pub fn budget_terms(&self, namespace: &NamespaceInput) -> Option<(u32, Option<String>)> {
+        let values = self.own_values(namespace).ok()?;
+        let instance_id = instance_id::instance_id(&values, namespace).ok()?;
+        Some((parallelism(&values).unwrap_or(u32::MAX), instance_id))
+    }
+
+    /// The values for `namespace`: the config's, with its overrides.
+    fn own_values(
         &self,
         namespace: &NamespaceInput,
     ) -> Result<serde_json::Map<String, serde_json::Value>, RenderErrors> {

@@ -24,6 +24,7 @@ fn ns(name: &str, annotations: &[(&str, &str)]) -> NamespaceInput {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
+        share: None,
     }
 }
 
@@ -574,6 +575,7 @@ fn repo_render(name: &str, annotations: &[(&str, &str)]) -> Vec<Stamped> {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
+        share: None,
     };
     renderer.render(&input).unwrap()
 }

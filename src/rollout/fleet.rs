@@ -32,6 +32,7 @@ use serde::{Deserialize, Serialize};
     printcolumn(name = "Ready", type_ = "string", json_path = ".status.ready"),
     printcolumn(name = "Failed", type_ = "string", json_path = ".status.failed"),
     printcolumn(name = "Asleep", type_ = "string", json_path = ".status.asleep"),
+    printcolumn(name = "Running", type_ = "string", json_path = ".status.budget.inUse"),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(name = "Message", type_ = "string", json_path = ".status.message")
 )]
@@ -77,6 +78,36 @@ pub struct FleetStatus {
     /// What is going on and, when it is stuck, what to do.
     pub message: String,
     pub conditions: Vec<Condition>,
+    /// The fleet's budget of running Workflows (`fleetParallelism`); left out without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<BudgetStatus>,
+}
+
+/// The fleet's budget as the leader last shared it.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BudgetStatus {
+    /// `fleetParallelism`.
+    pub limit: u32,
+    /// Workflows running across the fleet, as `running/limit`.
+    pub in_use: String,
+    pub running: u32,
+    /// Live Workflows not running yet: waiting for a share, or for their controller.
+    pub waiting: u32,
+    /// What the namespaces hold: their shares, or what they run where that is more.
+    pub held: u32,
+}
+
+impl From<crate::budget::Usage> for BudgetStatus {
+    fn from(usage: crate::budget::Usage) -> BudgetStatus {
+        BudgetStatus {
+            limit: usage.budget,
+            in_use: format!("{}/{}", usage.running, usage.budget),
+            running: usage.running,
+            waiting: usage.waiting,
+            held: usage.held,
+        }
+    }
 }
 
 impl FleetStatus {
@@ -121,6 +152,7 @@ pub fn status(
         total: i64::try_from(counts.total).unwrap_or(i64::MAX),
         failed_namespaces: state.failed.iter().cloned().collect(),
         reap_held: 0,
+        budget: None,
         conditions: vec![Condition {
             type_: "Complete".into(),
             status: if complete { "True" } else { "False" }.into(),

@@ -36,4 +36,6 @@ pub struct FleetSnapshot {
     pub now: Timestamp,
     /// Now by the wall clock: only for the times the Fleet's status shows, never compared.
     pub wall: Timestamp,
+    /// The fleet's budget as last shared (`None`: no budget).
+    pub budget: Option<crate::budget::Usage>,
 }

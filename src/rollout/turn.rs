@@ -105,6 +105,7 @@ pub fn turn(snapshot: &FleetSnapshot) -> Turn {
     if snapshot.brake.held {
         status.reap_held = snapshot.brake.opting_out as u64;
     }
+    status.budget = snapshot.budget.map(Into::into);
     let (status, news, refusal_reported) = if previous.as_ref() == Some(&status) {
         (None, Vec::new(), snapshot.refusal_reported.clone())
     } else {

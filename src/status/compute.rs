@@ -83,6 +83,11 @@ pub fn compute(
         image,
         objects,
         workflows_ignored,
+        // Rendering failed: nothing was applied, the share applied before stands.
+        share: match &seen.rendered {
+            Err(_) => previous.and_then(|p| p.share),
+            Ok(_) => seen.share,
+        },
         conditions: [applied, available, ignored]
             .into_iter()
             .chain(asleep)

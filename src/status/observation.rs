@@ -35,6 +35,8 @@ pub struct Observation<'a> {
     pub degraded_after: Duration,
     /// Whether the controller sleeps, and the config's `sleep` (`None`: it never does).
     pub sleep: Option<(&'a Verdict, &'a Policy)>,
+    /// Its share of the fleet's budget, as rendered (`None`: no budget).
+    pub share: Option<u32>,
 }
 
 /// Now, in whole seconds: the precision Kubernetes shows times with.

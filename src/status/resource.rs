@@ -26,6 +26,7 @@ use serde::{Deserialize, Serialize};
         type_ = "integer",
         json_path = ".status.workflowsIgnored"
     ),
+    printcolumn(name = "Share", type_ = "integer", json_path = ".status.share"),
     printcolumn(
         name = "Age",
         type_ = "date",
@@ -75,6 +76,10 @@ pub struct WorkerStatus {
     /// another (condition `WorkflowsIgnored` says how to fix them). Left out while not known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workflows_ignored: Option<u32>,
+    /// Its share of the fleet's budget of running Workflows (`fleetParallelism`): its
+    /// controller's `parallelism`, 1 while it holds none. Left out without a budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share: Option<u32>,
     pub conditions: Vec<Condition>,
     /// When a reconcile last changed this status (status is written only on change).
     pub last_reconcile_time: String,

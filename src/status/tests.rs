@@ -67,6 +67,7 @@ fn observe<'a>(
         now,
         degraded_after: Duration::from_secs(300),
         sleep: None,
+        share: None,
     }
 }
 

@@ -84,6 +84,9 @@ pub struct FleetGauges {
     revision: Family<RevisionLabel, Gauge>,
     /// `flotilla_rollout_reap_held`: namespaces opting out whose reaping waits for an admin.
     reap_held: Family<Vec<(&'static str, &'static str)>, Gauge>,
+    /// `flotilla_budget{state}`: the fleet's budget of running Workflows (`limit`), and the
+    /// Workflows `running` and `waiting` across the fleet, and what the namespaces `held`.
+    budget: Family<StateLabel, Gauge>,
 }
 
 impl FleetGauges {
@@ -113,6 +116,29 @@ impl FleetGauges {
             "Namespaces opting out whose reaping waits for `flotilla rollout resume` (leader only)",
             self.reap_held.clone(),
         );
+        registry.register(
+            "budget",
+            "The fleet's budget of running Workflows (limit) and its running, waiting and held (leader only)",
+            self.budget.clone(),
+        );
+    }
+
+    /// The fleet's budget as the leader last shared it (`None`: no budget).
+    pub fn record_budget(&self, usage: Option<&crate::budget::Usage>) {
+        let Some(usage) = usage else {
+            self.budget.clear();
+            return;
+        };
+        for (state, n) in [
+            ("limit", usage.budget),
+            ("running", usage.running),
+            ("waiting", usage.waiting),
+            ("held", usage.held),
+        ] {
+            self.budget
+                .get_or_create(&StateLabel { state })
+                .set(i64::from(n));
+        }
     }
 
     /// What the leader's rollout step wrote to the Fleet (`status`, from `counts`), and the
@@ -170,5 +196,6 @@ impl FleetGauges {
         self.rollout_namespaces.clear();
         self.revision.clear();
         self.reap_held.clear();
+        self.budget.clear();
     }
 }

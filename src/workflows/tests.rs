@@ -126,3 +126,40 @@ fn a_workflow_without_namespace_or_identity_is_left_out() {
     assert_eq!(tally.apply(&meta), None);
     assert_eq!(tally.live(), 0);
 }
+
+#[test]
+fn running_workflows_are_counted_by_the_controller_that_runs_them_and_tell_no_news() {
+    let mut tally = Tally::default();
+    let phase = |uid: &str, id: &str, phase: &str| {
+        workflow("a", uid, &[(INSTANCE_ID_LABEL, id), (PHASE_LABEL, phase)])
+    };
+    assert_eq!(tally.apply(&labelled("a", "1", "a")), Some("a".into()));
+    assert_eq!(tally.running("a", Some("a")), 0);
+    // Running is no news for the namespace's status: only the budget reads it.
+    assert_eq!(tally.apply(&phase("1", "a", "Running")), None);
+    tally.apply(&phase("2", "a", "Pending"));
+    tally.apply(&phase("3", "other", "Running"));
+    assert_eq!(
+        (
+            tally.running("a", Some("a")),
+            tally.running("a", Some("other"))
+        ),
+        (1, 1)
+    );
+    let done = workflow(
+        "a",
+        "1",
+        &[
+            (INSTANCE_ID_LABEL, "a"),
+            (PHASE_LABEL, "Succeeded"),
+            (COMPLETED_LABEL, "true"),
+        ],
+    );
+    tally.apply(&done);
+    assert_eq!(tally.running("a", Some("a")), 0);
+    tally.relist_started();
+    tally.relisted(&phase("2", "a", "Running"));
+    tally.relist_done();
+    assert_eq!(tally.running("a", Some("a")), 1);
+    assert_eq!(tally.active().collect::<Vec<_>>(), vec!["a"]);
+}

@@ -128,6 +128,7 @@ impl Tally {
             now,
             degraded_after: snapshot.degraded_after,
             sleep: sync.sleep.as_ref().zip(snapshot.sleep.as_ref()),
+            share: snapshot.share,
         };
         let (status, recheck) = status::compute(snapshot.previous.as_ref(), &observation);
         // Sleeping or waking next, by the clock: look again then. One proving its revision was

@@ -20,6 +20,7 @@ fn snapshot() -> FleetSnapshot {
         refusal_reported: None,
         now: Timestamp::UNIX_EPOCH,
         wall: Timestamp::UNIX_EPOCH,
+        budget: None,
     }
 }
 

@@ -51,6 +51,7 @@ fn fleet(state: State, members: Vec<Member>) -> FleetSnapshot {
         refusal_reported: None,
         now: t(0),
         wall: t(0),
+        budget: None,
     }
 }
 

@@ -1,0 +1,212 @@
+//! The fleet's budget of running Workflows (`fleetParallelism`), with the real controllers: each
+//! namespace's share is its controller's `parallelism`, reloaded without a restart, and the
+//! Workflows running at once across the fleet, sampled every 200 ms from a watch, stay within
+//! the budget while every namespace gets its fair share.
+
+use crate::argo_world::*;
+use crate::harness::*;
+use flotilla::rollout::fleet::Fleet as FleetObject;
+use flotilla::status::NamespaceWorker;
+use futures::StreamExt;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::runtime::reflector::{self, store::Writer};
+use kube::runtime::{WatchStreamExt, watcher};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const BUDGET: u32 = 4;
+
+/// One sample: per namespace, its Workflows running and live but not running.
+type Sample = (Instant, BTreeMap<String, (u32, u32)>);
+
+/// Samples the Workflows of `namespaces` every 200 ms from a watch of them.
+struct Sampler {
+    samples: Arc<Mutex<Vec<Sample>>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Sampler {
+    fn start(client: &kube::Client, namespaces: &[&str]) -> Sampler {
+        let gvk = GroupVersionKind::gvk("argoproj.io", "v1alpha1", "Workflow");
+        let resource = ApiResource::from_gvk(&gvk);
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+        let writer = Writer::new(resource);
+        let store = writer.as_reader();
+        let watch = tokio::spawn(async move {
+            let mut events = std::pin::pin!(
+                reflector::reflector(writer, watcher(api, Default::default())).applied_objects()
+            );
+            while events.next().await.is_some() {}
+        });
+        let samples = Arc::new(Mutex::new(Vec::new()));
+        let (into, wanted) = (
+            Arc::clone(&samples),
+            namespaces.iter().map(|n| n.to_string()).collect::<Vec<_>>(),
+        );
+        let sample = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(200));
+            loop {
+                tick.tick().await;
+                let mut counts: BTreeMap<String, (u32, u32)> =
+                    wanted.iter().map(|n| (n.clone(), (0, 0))).collect();
+                for workflow in store.state() {
+                    let namespace = workflow.metadata.namespace.clone().unwrap_or_default();
+                    let Some(count) = counts.get_mut(&namespace) else {
+                        continue;
+                    };
+                    match workflow.data["status"]["phase"].as_str() {
+                        Some("Running") => count.0 += 1,
+                        Some("Succeeded" | "Failed" | "Error") => {}
+                        _ => count.1 += 1,
+                    }
+                }
+                into.lock().unwrap().push((Instant::now(), counts));
+            }
+        });
+        Sampler {
+            samples,
+            tasks: vec![watch, sample],
+        }
+    }
+
+    fn stop(self) -> Vec<Sample> {
+        for task in &self.tasks {
+            task.abort();
+        }
+        std::mem::take(&mut *self.samples.lock().unwrap())
+    }
+}
+
+/// Max-min fair shares of `budget` for `wants`, each at least 1 while it wants any: handed out a
+/// unit at a time, round the namespaces that want more (an oracle apart from flotilla's).
+fn fair(budget: u32, wants: &[u32]) -> Vec<u32> {
+    let mut shares: Vec<u32> = wants.iter().map(|&w| u32::from(w > 0)).collect();
+    let mut left = budget.saturating_sub(shares.iter().sum());
+    while left > 0 {
+        let mut gave = false;
+        for (share, &want) in shares.iter_mut().zip(wants) {
+            if left > 0 && *share < want {
+                *share += 1;
+                left -= 1;
+                gave = true;
+            }
+        }
+        if !gave {
+            break;
+        }
+    }
+    shares
+}
+
+/// The longest stretch of samples in which a namespace with Workflows waiting ran fewer than its
+/// fair share while another ran more than its own.
+fn longest_starved(samples: &[Sample]) -> Duration {
+    let (mut longest, mut since) = (Duration::ZERO, None::<Instant>);
+    for (at, counts) in samples {
+        let wants: Vec<u32> = counts.values().map(|(r, w)| r + w).collect();
+        let shares = fair(BUDGET, &wants);
+        let runs = counts.values().map(|(r, _)| *r);
+        let starved = counts
+            .values()
+            .zip(&shares)
+            .any(|((r, w), f)| *w > 0 && r < f);
+        let over = runs.zip(&shares).any(|(r, f)| r > *f);
+        if starved && over {
+            let start = *since.get_or_insert(*at);
+            longest = longest.max(at.duration_since(start));
+        } else {
+            since = None;
+        }
+    }
+    longest
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fleet_budget_caps_the_workflows_running_at_once_and_shares_it_fairly() {
+    let client = admin().await;
+    install_argo_crds(&client).await;
+    let fleet = Fleet::new("budget").with("fleetParallelism", serde_json::json!(BUDGET));
+    let image = fleet.values["controllerImage"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let node = argo_node(&client, "e2e-budget-node", &image).await;
+    let _flotilla = fleet.start();
+    let names = ["budget-a", "budget-b", "budget-c"];
+    for name in names {
+        fleet.namespace(&client, name, true).await;
+    }
+    let workers: Api<NamespaceWorker> = Api::all(client.clone());
+    for name in names {
+        wait_controller_up(&client, name).await;
+        // Idle, each holds no share: its controller at parallelism 1.
+        eventually(&format!("{name}'s share 1"), || async {
+            let status = workers.get_opt(name).await.ok()??.status?;
+            (status.share == Some(1)).then_some(())
+        })
+        .await;
+    }
+
+    let sampler = Sampler::start(&client, &names);
+    let mut submitted = Vec::new();
+    for (name, count) in [(names[0], 5), (names[1], 3), (names[2], 2)] {
+        for i in 0..count {
+            let workflow = format!("w{i}");
+            submit(&client, name, &pause_workflow(&workflow, Some(name), 1, 4)).await;
+            submitted.push((name, workflow));
+        }
+    }
+    // While they run, the Fleet shows the budget in use and what waits.
+    let fleets: Api<FleetObject> = Api::all(client.clone());
+    let busy = eventually("the Fleet's budget in use", || async {
+        let budget = fleets
+            .get_opt(&fleet.instance)
+            .await
+            .ok()??
+            .status?
+            .budget?;
+        (budget.running > 0).then_some(budget)
+    })
+    .await;
+    assert_eq!(busy.limit, BUDGET, "{busy:?}");
+    for (name, workflow) in &submitted {
+        wait_run(&client, &node, name, workflow, "Succeeded").await;
+    }
+    let samples = sampler.stop();
+
+    let peak = samples
+        .iter()
+        .map(|(_, counts)| counts.values().map(|(r, _)| r).sum::<u32>())
+        .max()
+        .unwrap_or(0);
+    let starved = longest_starved(&samples);
+    println!(
+        "budget {BUDGET}: peak {peak} running at once over {} samples; longest starved {starved:?}",
+        samples.len()
+    );
+    assert!(
+        peak <= BUDGET,
+        "at most {BUDGET} running at once, saw {peak}"
+    );
+    assert!(peak >= 3, "the burst ran in parallel: peak {peak}");
+    // One rebalance: flotilla's turn (1 s), the write, the controller's reload, and a running
+    // Workflow's end (4 s each), which Argo never cuts short.
+    assert!(
+        starved <= Duration::from_secs(8),
+        "a namespace waited below its fair share for {starved:?}"
+    );
+    let idle = eventually("the Fleet's budget idle", || async {
+        let budget = fleets
+            .get_opt(&fleet.instance)
+            .await
+            .ok()??
+            .status?
+            .budget?;
+        (budget.running == 0 && budget.waiting == 0).then_some(budget)
+    })
+    .await;
+    assert!(idle.held <= BUDGET, "{idle:?}");
+    node.stop().await;
+    delete_namespaces_and_wait(&client, &names).await;
+}
