@@ -132,7 +132,7 @@ async fn a_fleet_budget_caps_the_workflows_running_at_once_and_shares_it_fairly(
         .unwrap()
         .to_string();
     let node = argo_node(&client, "e2e-budget-node", &image).await;
-    let _flotilla = fleet.start();
+    let flotilla = fleet.start();
     let names = ["budget-a", "budget-b", "budget-c"];
     for name in names {
         fleet.namespace(&client, name, true).await;
@@ -207,6 +207,45 @@ async fn a_fleet_budget_caps_the_workflows_running_at_once_and_shares_it_fairly(
     })
     .await;
     assert!(idle.held <= BUDGET, "{idle:?}");
+    let (code, shown) = fleet.cli(&["status"]);
+    println!("flotilla status:\n{shown}");
+    assert_eq!(code, 0);
+    assert!(shown.contains("SHARE"), "{shown}");
+    assert!(
+        shown.contains(&format!("budget: 0 of {BUDGET} running, 0 waiting")),
+        "{shown}"
+    );
+
+    // A restart recomputes the shares from the watches and writes nothing: each namespace keeps
+    // the share its status records.
+    let versions = || async {
+        let maps: Vec<String> = futures::future::join_all(names.iter().map(|name| {
+            let maps: Api<k8s_openapi::api::core::v1::ConfigMap> =
+                Api::namespaced(client.clone(), name);
+            async move {
+                let map = maps.get("workflow-controller-configmap").await.unwrap();
+                map.metadata.resource_version.unwrap_or_default()
+            }
+        }))
+        .await;
+        let mut all = maps;
+        for name in names {
+            let worker = workers.get(name).await.unwrap();
+            all.push(worker.metadata.resource_version.unwrap_or_default());
+        }
+        all
+    };
+    let before = versions().await;
+    flotilla.kill();
+    let again = fleet.start();
+    again.wait_log("initial sync complete").await;
+    // Absence is shown over a window: several turns of the budget (one a second).
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(
+        versions().await,
+        before,
+        "ConfigMaps and NamespaceWorkers unchanged"
+    );
     node.stop().await;
     delete_namespaces_and_wait(&client, &names).await;
 }

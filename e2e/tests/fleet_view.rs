@@ -178,7 +178,7 @@ async fn worker_phase_follows_the_controller_deployment() {
     assert_eq!(
         header,
         [
-            "NAME", "PHASE", "READY", "REVISION", "IMAGE", "IGNORED", "AGE"
+            "NAME", "PHASE", "READY", "REVISION", "IMAGE", "IGNORED", "SHARE", "AGE"
         ]
     );
     let row: Vec<&str> = table.lines().nth(1).unwrap().split_whitespace().collect();

@@ -2,6 +2,7 @@
 
 use super::{CliError, connect};
 use flotilla::ownership;
+use flotilla::rollout::fleet::{BudgetStatus, Fleet};
 use flotilla::status::{NamespaceWorker, Phase};
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
@@ -25,12 +26,13 @@ enum Format {
 
 pub fn status(config_path: &Path, args: &StatusArgs) -> Result<(), CliError> {
     let config = flotilla::config::Config::load(config_path).map_err(|e| CliError(e.into()))?;
-    let workers = connect::runtime()?.block_on(async {
+    let (workers, budget) = connect::runtime()?.block_on(async {
         let client = connect::client().await?;
-        list(&client, &ownership::watch_selector(&config.instance)).await
+        let workers = list(&client, &ownership::watch_selector(&config.instance)).await?;
+        Ok::<_, CliError>((workers, budget(&client, &config.instance).await?))
     })?;
     match args.output {
-        Format::Table => print!("{}", table(&workers)),
+        Format::Table => print!("{}", table(&workers, budget.as_ref())),
         Format::Json => println!(
             "{}",
             serde_json::to_string_pretty(&workers).map_err(|e| CliError(e.into()))?
@@ -41,6 +43,16 @@ pub fn status(config_path: &Path, args: &StatusArgs) -> Result<(), CliError> {
         ),
     }
     Ok(())
+}
+
+/// The fleet's budget as the Fleet shows it (`None`: no budget, or no Fleet yet).
+async fn budget(client: &kube::Client, instance: &str) -> Result<Option<BudgetStatus>, CliError> {
+    let api: Api<Fleet> = Api::all(client.clone());
+    let fleet = api
+        .get_opt(instance)
+        .await
+        .map_err(|e| CliError(anyhow::anyhow!("reading Fleet {instance}: {e}")))?;
+    Ok(fleet.and_then(|f| f.status?.budget))
 }
 
 /// Lists page by page, showing progress on a terminal: large fleets take a moment.
@@ -69,15 +81,15 @@ async fn list(client: &kube::Client, selector: &str) -> Result<Vec<NamespaceWork
     Ok(workers)
 }
 
-fn table(workers: &[NamespaceWorker]) -> String {
-    let mut rows = vec![[
-        "NAMESPACE".to_string(),
-        "PHASE".into(),
-        "READY".into(),
-        "REVISION".into(),
-        "IMAGE".into(),
-        "MESSAGE".into(),
-    ]];
+fn table(workers: &[NamespaceWorker], budget: Option<&BudgetStatus>) -> String {
+    // The share column only where the fleet has a budget.
+    let shares = workers
+        .iter()
+        .any(|w| w.status.as_ref().is_some_and(|s| s.share.is_some()));
+    let mut header = vec!["NAMESPACE", "PHASE", "READY", "REVISION", "IMAGE"];
+    header.extend(shares.then_some("SHARE"));
+    header.push("MESSAGE");
+    let mut rows: Vec<Vec<String>> = vec![header.into_iter().map(String::from).collect()];
     let mut phases: BTreeMap<String, usize> = BTreeMap::new();
     for worker in workers {
         let status = worker.status.clone().unwrap_or_default();
@@ -88,16 +100,20 @@ fn table(workers: &[NamespaceWorker]) -> String {
         };
         *phases.entry(phase.clone()).or_default() += 1;
         let message: String = status.message.chars().take(100).collect();
-        rows.push([
+        let mut row = vec![
             worker.name_any(),
             phase,
             status.ready,
             status.revision,
             status.image,
-            message,
-        ]);
+        ];
+        if shares {
+            row.push(status.share.map_or("-".into(), |s| s.to_string()));
+        }
+        row.push(message);
+        rows.push(row);
     }
-    let widths: Vec<usize> = (0..6)
+    let widths: Vec<usize> = (0..rows[0].len())
         .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
         .collect();
     let mut out = String::new();
@@ -128,5 +144,11 @@ fn table(workers: &[NamespaceWorker]) -> String {
             summary.join(", ")
         }
     ));
+    if let Some(b) = budget {
+        out.push_str(&format!(
+            "budget: {} of {} running, {} waiting, {} held\n",
+            b.running, b.limit, b.waiting, b.held
+        ));
+    }
     out
 }
