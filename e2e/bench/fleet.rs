@@ -16,6 +16,7 @@
 
 mod audit;
 mod baselines;
+mod budget;
 mod cluster;
 #[path = "../common.rs"]
 mod common;
@@ -84,10 +85,9 @@ async fn main() {
         &progressive::strategy(),
     );
     let chosen = scenarios::Scenarios::from_env(bench.n).unwrap_or_else(|e| panic!("{e}"));
-    if chosen.only_sleep() {
+    if chosen.only_apart() {
         eprintln!("bench: {}", chosen.said);
-        let (text, targets) = sleep::run(&bench).await;
-        print!("{text}{}", report::targets(&targets));
+        apart(&bench, &chosen).await;
         return;
     }
     eprintln!(
@@ -126,8 +126,17 @@ async fn main() {
     if let Err(panic) = run {
         std::panic::resume_unwind(panic);
     }
+    apart(&bench, &chosen).await;
+}
+
+/// The scenarios on control planes of their own, each printed as it ends.
+async fn apart(bench: &Bench, chosen: &scenarios::Scenarios) {
     if chosen.has("sleep") {
-        let (text, targets) = sleep::run(&bench).await;
+        let (text, targets) = sleep::run(bench).await;
+        print!("{text}{}", report::targets(&targets));
+    }
+    if chosen.has("budget") {
+        let (text, targets) = budget::run(bench).await;
         print!("{text}{}", report::targets(&targets));
     }
 }

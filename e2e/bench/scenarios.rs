@@ -1,12 +1,12 @@
 //! Which of flotilla's scenarios a run measures: `BENCH_SCENARIOS=cold,steady` for a subset,
 //! every one by default. The cold converge always runs (every other scenario starts from the
 //! fleet it converged), and each scenario brings the baselines it is judged against; but
-//! `BENCH_SCENARIOS=sleep` alone, which runs on a control plane of its own.
+//! `BENCH_SCENARIOS=sleep` or `budget` alone, each of which runs on a control plane of its own.
 
 use std::collections::BTreeSet;
 
 /// In the order they run.
-pub const ALL: [&str; 9] = [
+pub const ALL: [&str; 10] = [
     "cold",
     "steady",
     "restart",
@@ -16,6 +16,7 @@ pub const ALL: [&str; 9] = [
     "burst",
     "workflows",
     "sleep",
+    "budget",
 ];
 
 /// Kubernetes' scalability threshold for namespaces in one cluster: by default the burst (which
@@ -68,10 +69,13 @@ impl Scenarios {
         Ok(Scenarios { chosen, said })
     }
 
-    /// Only the sleep scenario, which runs on a control plane of its own: no cold converge.
-    pub fn only_sleep(&self) -> bool {
-        self.chosen.iter().all(|s| matches!(*s, "cold" | "sleep"))
-            && self.chosen.contains("sleep")
+    /// Only the scenarios that run on a control plane of their own (sleep, budget): no cold
+    /// converge.
+    pub fn only_apart(&self) -> bool {
+        self.chosen
+            .iter()
+            .all(|s| matches!(*s, "cold" | "sleep" | "budget"))
+            && (self.chosen.contains("sleep") || self.chosen.contains("budget"))
             && std::env::var("BENCH_SCENARIOS")
                 .is_ok_and(|s| !s.split(',').any(|s| s.trim() == "cold"))
     }

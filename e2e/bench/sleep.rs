@@ -36,7 +36,7 @@ fn env_or(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-fn argo_build(bench: &Bench) -> PathBuf {
+pub fn argo_build(bench: &Bench) -> PathBuf {
     let out = Command::new("bash")
         .arg(bench.repo.join("e2e/build.sh"))
         .args(["path", "argo"])
