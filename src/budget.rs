@@ -9,8 +9,9 @@
 //!   wanting what it has live, up to its own `parallelism`; each gets at least 1.
 //! - A share changes only when a Workflow waits for it: it is raised while the namespace has
 //!   Workflows waiting and is below its fair share, from budget no one holds; it is lowered to
-//!   the fair share only while another namespace starves (or the budget shrank). A steady fleet
-//!   makes no writes, and a namespace keeps what it was granted until another needs it.
+//!   the fair share only while another namespace starves (or the budget shrank). A namespace
+//!   without live Workflows for [`RELEASE_AFTER`] gives its share back (before it sleeps, so that
+//!   a sleeping controller is not woken to take a lower one). A steady fleet makes no writes.
 //! - What a namespace holds is the larger of its share and what it runs: Argo never stops a
 //!   running Workflow for parallelism, so a lowered share frees budget only as its Workflows end.
 //! - A namespace without a share runs at [`FLOOR`], holding nothing: its first Workflow starts at
@@ -21,12 +22,17 @@
 //! allocation, and by the active namespaces beyond the budget (each keeps its floor).
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 #[cfg(test)]
 mod tests;
 
 /// The `parallelism` of a controller that holds no share.
 pub const FLOOR: u32 = 1;
+
+/// How long a namespace without live Workflows keeps its share, unless another starves: a
+/// pipeline's next Workflow usually comes sooner, and finds its share still there.
+pub const RELEASE_AFTER: Duration = Duration::from_secs(60);
 
 /// One namespace as the budget sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,6 +45,8 @@ pub struct Demand {
     pub waiting: u32,
     /// The share it was given last ([`FLOOR`]: none).
     pub share: u32,
+    /// How long it has had no live Workflow (zero while it has some).
+    pub idle: Duration,
 }
 
 impl Demand {
@@ -81,7 +89,10 @@ pub fn allocate(budget: u32, demands: &[Demand]) -> Allocation {
     let fair = fair_shares(budget, demands);
     let mut shares: Vec<u32> = demands
         .iter()
-        .map(|d| d.share.clamp(FLOOR, d.cap.max(FLOOR)))
+        .map(|d| match d.live() == 0 && d.idle >= RELEASE_AFTER {
+            true => FLOOR,
+            false => d.share.clamp(FLOOR, d.cap.max(FLOOR)),
+        })
         .collect();
     let starving = demands
         .iter()

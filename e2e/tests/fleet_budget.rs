@@ -246,6 +246,19 @@ async fn a_fleet_budget_caps_the_workflows_running_at_once_and_shares_it_fairly(
         before,
         "ConfigMaps and NamespaceWorkers unchanged"
     );
+    // Idle a minute, each gives its share back: its controller at parallelism 1 again.
+    for name in names {
+        eventually_within(
+            Duration::from_secs(120),
+            &format!("{name}'s share back to 1"),
+            || async {
+                let status = workers.get_opt(name).await.ok()??.status?;
+                (status.share == Some(1)).then_some(())
+            },
+        )
+        .await;
+    }
+    drop(again);
     node.stop().await;
     delete_namespaces_and_wait(&client, &names).await;
 }

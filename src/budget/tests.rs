@@ -1,4 +1,5 @@
 use super::*;
+use std::time::Duration;
 
 fn demand(name: &str, running: u32, waiting: u32, share: u32) -> Demand {
     Demand {
@@ -7,6 +8,7 @@ fn demand(name: &str, running: u32, waiting: u32, share: u32) -> Demand {
         running,
         waiting,
         share,
+        idle: Duration::ZERO,
     }
 }
 
@@ -48,6 +50,18 @@ fn shares_follow_the_rules() {
             4,
             vec![demand("a", 0, 0, 3), demand("b", 1, 0, 1)],
             vec![3, 1],
+        ),
+        (
+            "an idle namespace gives its share back after a while, so it sleeps without one",
+            4,
+            vec![
+                Demand {
+                    idle: RELEASE_AFTER,
+                    ..demand("a", 0, 0, 3)
+                },
+                demand("b", 1, 0, 1),
+            ],
+            vec![1, 1],
         ),
         (
             "an idle namespace's share goes to one that starves",
@@ -136,6 +150,7 @@ fn random_fleets_keep_the_guarantee_and_make_no_writes_when_steady() {
                 running: 0,
                 waiting: rng.below(5),
                 share: FLOOR,
+                idle: Duration::ZERO,
             })
             .collect();
         for _ in 0..20 {

@@ -103,6 +103,12 @@ fn moved(demands: &[Demand], rendered: &[u32], allocation: &Allocation) -> Vec<S
         .collect()
 }
 
+/// How long since `since` by the wall clock (the Workflows' changes are stamped by it).
+fn idle_for(since: k8s_openapi::jiff::Timestamp) -> Duration {
+    let elapsed = k8s_openapi::jiff::Timestamp::now().duration_since(since);
+    Duration::try_from(elapsed).unwrap_or_default()
+}
+
 /// What the budget decides from: every namespace of the fleet with live Workflows or a share
 /// above the floor (the others stay at the floor, and cost nothing to look at). `None` while
 /// the Workflows are not listed: nothing is known of the demand, and no share moves. With each,
@@ -136,6 +142,10 @@ fn demands(ctx: &Context, renderer: &Renderer) -> Option<(Vec<Demand>, Vec<u32>)
             waiting: live - running,
             // A sleeping controller holds nothing: what it was given goes back.
             share: if asleep && live == 0 { FLOOR } else { share },
+            idle: match live {
+                0 => idle_for(ctx.workflows.idle_since(name)),
+                _ => Duration::ZERO,
+            },
         });
         rendered.push(share);
     }
