@@ -126,7 +126,7 @@ fn longest_starved(samples: &[Sample]) -> Duration {
 async fn a_fleet_budget_caps_the_workflows_running_at_once_and_shares_it_fairly() {
     let client = admin().await;
     install_argo_crds(&client).await;
-    let fleet = Fleet::new("budget").with("fleetParallelism", serde_json::json!(BUDGET));
+    let mut fleet = Fleet::new("budget").with("fleetParallelism", serde_json::json!(BUDGET));
     let image = fleet.values["controllerImage"]
         .as_str()
         .unwrap()
@@ -258,6 +258,23 @@ async fn a_fleet_budget_caps_the_workflows_running_at_once_and_shares_it_fairly(
         )
         .await;
     }
+    // The budget turned off live: every controller back at its own parallelism, no share shown.
+    fleet.settings.remove("fleetParallelism");
+    fleet.config_file();
+    let maps: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(client.clone(), names[0]);
+    for name in names {
+        eventually(&format!("{name} without a share"), || async {
+            let status = workers.get_opt(name).await.ok()??.status?;
+            status.share.is_none().then_some(())
+        })
+        .await;
+    }
+    let map = maps.get("workflow-controller-configmap").await.unwrap();
+    assert_eq!(
+        map.data.unwrap()["parallelism"],
+        fleet.values["parallelism"].to_string()
+    );
     drop(again);
     node.stop().await;
     delete_namespaces_and_wait(&client, &names).await;

@@ -41,6 +41,9 @@ pub async fn follow(ctx: Arc<Context>, queue: Arc<WorkQueue>, path: PathBuf, mut
         let selector_changed = current.config.selector_text != before.config.selector_text;
         let policy_changed = current.config.policy != before.config.policy;
         let sleep_changed = current.config.sleep != before.config.sleep;
+        // Turned on, every controller is rendered at its share; off, at its own parallelism.
+        let budget_switched =
+            current.config.fleet_parallelism.is_some() != before.config.fleet_parallelism.is_some();
         // Counted before any reconcile sees the new selector: a selector edit that opts many
         // namespaces out is held as a whole.
         let confirmed = ctx.stores.fleet().and_then(|f| f.spec.confirm_reaping);
@@ -53,9 +56,9 @@ pub async fn follow(ctx: Arc<Context>, queue: Arc<WorkQueue>, path: PathBuf, mut
         if policy_changed {
             ctx.history.recompile();
         }
-        // The rollout moves namespaces to a new revision; a new selector, policy or sleep
+        // The rollout moves namespaces to a new revision; a new selector, policy, sleep or budget
         // concerns every namespace at once.
-        if selector_changed || policy_changed || sleep_changed {
+        if selector_changed || policy_changed || sleep_changed || budget_switched {
             for name in ctx.stores.all_namespaces() {
                 queue.add(&name);
             }

@@ -13,6 +13,16 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, Resource, ResourceExt};
 
+/// The status fields left out while they have no value (`skip_serializing_if`).
+const OPTIONAL: [&str; 6] = [
+    "revision",
+    "revisionSince",
+    "failedRevision",
+    "image",
+    "workflowsIgnored",
+    "share",
+];
+
 pub struct Workers<'a> {
     pub client: &'a Client,
     pub field_manager: &'a str,
@@ -71,7 +81,13 @@ impl Workers<'_> {
             field_manager: Some(self.field_manager.to_string()),
             ..PatchParams::default()
         };
-        let patch = serde_json::json!({ "status": status });
+        let mut patch = serde_json::json!({ "status": status });
+        // A merge patch keeps what it leaves out: the optional fields left out are removed.
+        for key in OPTIONAL {
+            if let Some(status) = patch["status"].as_object_mut() {
+                status.entry(key).or_insert(serde_json::Value::Null);
+            }
+        }
         let worker = self
             .api()
             .patch_status(namespace, &params, &Patch::Merge(&patch))

@@ -57,9 +57,13 @@ fn answer(worker: &NamespaceWorker) -> Value {
     serde_json::to_value(worker).unwrap()
 }
 
-/// The status the reconcile wrote to the worker.
+/// The status the reconcile wrote to the worker (a merge patch: a null removes a field).
 fn written(body: &Value) -> WorkerStatus {
-    serde_json::from_value(body["status"].clone()).expect("a status patch")
+    let mut status = body["status"].clone();
+    if let Some(fields) = status.as_object_mut() {
+        fields.retain(|_, v| !v.is_null());
+    }
+    serde_json::from_value(status).expect("a status patch")
 }
 
 const CREATE: &[&str] = &["fieldManager=flotilla"];
