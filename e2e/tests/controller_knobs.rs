@@ -97,8 +97,13 @@ async fn knob_overrides_within_bounds_change_their_namespace_and_beyond_them_not
         ),
         "{message}"
     );
-    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
-    // The window holds flotilla's writes: the RenderFailed status it wrote is in it.
+    // The window holds flotilla's writes: the RenderFailed status it wrote is in it once the
+    // log reaches past now.
+    let now = k8s_openapi::jiff::Timestamp::now();
+    eventually("the audit log past the RenderFailed status", || async {
+        audit.reaches(now).then_some(())
+    })
+    .await;
     let status_writes = audit
         .requests(
             FLOTILLA_USER,

@@ -3,10 +3,11 @@
 
 use super::{CliError, connect};
 use flotilla::config::is_dns_label;
+use flotilla::membership::{self, Membership};
 use flotilla::plan::NamespaceState;
 use flotilla::render::{NamespaceInput, to_yaml};
 use flotilla::selector;
-use kube::core::SelectorExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -44,12 +45,15 @@ pub fn render(config_path: &Path, args: &RenderArgs) -> Result<(), CliError> {
         )));
     }
     let (config, renderer) = super::load(config_path)?;
-    let input = if args.live {
+    let (input, membership) = if args.live {
         connect::runtime()?.block_on(async {
             let client = connect::client().await?;
             connect::namespace(&client, &args.namespace)
                 .await?
-                .map(|ns| NamespaceState::of(&ns.metadata, &config.selector).input)
+                .map(|ns| {
+                    let state = NamespaceState::of(&ns.metadata, &config.selector);
+                    (state.input, state.membership)
+                })
                 .ok_or_else(|| {
                     CliError(anyhow::anyhow!(
                         "namespace {} does not exist",
@@ -62,21 +66,36 @@ pub fn render(config_path: &Path, args: &RenderArgs) -> Result<(), CliError> {
         if labels.is_empty() {
             labels = selector::required_labels(&config.selector);
         }
-        NamespaceInput {
+        let meta = ObjectMeta {
+            labels: Some(labels.clone()),
+            ..ObjectMeta::default()
+        };
+        let membership = membership::of(&meta, &config.selector);
+        let input = NamespaceInput {
             name: args.namespace.clone(),
             labels,
             annotations: args.annotations.iter().cloned().collect(),
             share: None,
+        };
+        (input, membership)
+    };
+    let input = match membership {
+        Membership::Member => input,
+        Membership::OptingOut => {
+            return Err(CliError(anyhow::anyhow!(
+                "namespace {} with labels {:?} does not match the selector {:?}: flotilla stamps nothing there",
+                input.name,
+                input.labels,
+                config.selector_text
+            )));
+        }
+        Membership::Terminating => {
+            return Err(CliError(anyhow::anyhow!(
+                "namespace {} is being deleted: flotilla stamps nothing there, and reaps what it stamped",
+                input.name
+            )));
         }
     };
-    if !config.selector.matches(&input.labels) {
-        return Err(CliError(anyhow::anyhow!(
-            "namespace {} with labels {:?} does not match the selector {:?}: flotilla stamps nothing there",
-            input.name,
-            input.labels,
-            config.selector_text
-        )));
-    }
     let objects = renderer
         .render(&input)
         .map_err(|e| CliError(anyhow::anyhow!("rendering for {}:\n{e}", input.name)))?;

@@ -9,7 +9,7 @@ use super::in_force::Current;
 use super::queue::WorkQueue;
 use crate::rollout::clock::{Monotonic, Observed};
 use crate::rollout::fleet::{Fleet, FleetSpec, FleetStatus};
-use crate::rollout::{self, FleetSnapshot, News, Phase, State, Turn};
+use crate::rollout::{self, FleetSnapshot, News, Phase, State, Turn, WrittenStatus};
 use crate::sync::{lock, read, write};
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
@@ -29,8 +29,7 @@ pub struct Rollout {
     ready: watch::Sender<bool>,
     /// The Fleet status this leader wrote last: the watch shows it a moment later, and only the
     /// leader writes it.
-    /// By the uid of the Fleet it was written to: a Fleet deleted and created again has none.
-    written: RwLock<Option<(String, FleetStatus)>>,
+    written: RwLock<Option<WrittenStatus>>,
     /// The config refusal last published as an Event.
     refusal_reported: RwLock<Option<String>>,
     /// The revision of the config in force this leader last took into account: a change of
@@ -243,11 +242,9 @@ fn snapshot(ctx: &Context, fleet: Fleet, current: &Current, state: State) -> Fle
     // Each member's times as this leader first observed them, on its monotonic clock.
     let now = ctx.rollout.clock.at(Instant::now());
     lock(&ctx.rollout.observed).observe(&mut members, now);
-    let uid = fleet.metadata.uid.clone().unwrap_or_default();
     let written = read(&ctx.rollout.written)
-        .clone()
-        .filter(|(written_to, _)| *written_to == uid)
-        .map(|(_, status)| status);
+        .as_ref()
+        .and_then(|written| written.unseen_by(&fleet));
     FleetSnapshot {
         fleet,
         written,
@@ -303,8 +300,11 @@ async fn carry_out(
     let written = api
         .patch_status(&ctx.config.instance, &params, &Patch::Merge(&patch))
         .await?;
-    let uid = snapshot.fleet.metadata.uid.clone().unwrap_or_default();
-    *write(&ctx.rollout.written) = Some((uid, status.clone()));
+    *write(&ctx.rollout.written) = Some(WrittenStatus {
+        uid: snapshot.fleet.metadata.uid.clone().unwrap_or_default(),
+        over: snapshot.fleet.metadata.resource_version.clone(),
+        status: status.clone(),
+    });
     *write(&ctx.rollout.refusal_reported) = turn.refusal_reported;
     let about = [&written.object_ref(&())];
     for news in turn.news {

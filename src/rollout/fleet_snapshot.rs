@@ -39,3 +39,63 @@ pub struct FleetSnapshot {
     /// The fleet's budget as last shared (`None`: no budget).
     pub budget: Option<crate::budget::Usage>,
 }
+
+/// A status this leader wrote, with the Fleet as the watch showed it when the write was sent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WrittenStatus {
+    pub uid: String,
+    /// The Fleet's resourceVersion before the write.
+    pub over: Option<String>,
+    pub status: FleetStatus,
+}
+
+impl WrittenStatus {
+    /// This write's status while the watch still shows `fleet` as it was before it, else `None`:
+    /// once the watch has moved on, to this write or to any write after it, the watched status
+    /// is what stands, so a status that landed later (a deposed leader's) is seen and corrected.
+    pub fn unseen_by(&self, fleet: &Fleet) -> Option<FleetStatus> {
+        let uid = fleet.metadata.uid.as_deref().unwrap_or_default();
+        let unmoved = uid == self.uid && fleet.metadata.resource_version == self.over;
+        unmoved.then(|| self.status.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fleet(uid: &str, resource_version: &str, message: &str) -> Fleet {
+        let mut fleet = Fleet::new("flotilla", Default::default());
+        fleet.metadata.uid = Some(uid.into());
+        fleet.metadata.resource_version = Some(resource_version.into());
+        fleet.status = Some(FleetStatus {
+            message: message.into(),
+            ..Default::default()
+        });
+        fleet
+    }
+
+    #[test]
+    fn a_written_status_stands_only_until_the_watch_moves_past_the_fleet_it_was_written_over() {
+        let written = WrittenStatus {
+            uid: "u1".into(),
+            over: Some("10".into()),
+            status: FleetStatus {
+                message: "ours".into(),
+                ..Default::default()
+            },
+        };
+        // (watched uid, watched resourceVersion, watched message) -> status compared with
+        let cases = [
+            ("u1", "10", "before ours", Some("ours")),
+            ("u1", "11", "ours", None),
+            ("u1", "12", "a deposed leader's", None),
+            ("u2", "10", "another Fleet", None),
+        ];
+        for (uid, rv, message, expected) in cases {
+            let got = written.unseen_by(&fleet(uid, rv, message));
+            let got = got.as_ref().map(|s| s.message.as_str());
+            assert_eq!(got, expected, "watch at {uid}/{rv} showing {message:?}");
+        }
+    }
+}

@@ -14,7 +14,7 @@ pub mod strategy;
 pub mod turn;
 
 pub use brake::{Brake, ReapBrake, Seen};
-pub use fleet_snapshot::FleetSnapshot;
+pub use fleet_snapshot::{FleetSnapshot, WrittenStatus};
 pub use kept::KeptRevisions;
 pub use plan::{Counts, Member, Phase, State, Step, step};
 pub use strategy::{Amount, AmountFile, OnFailure, Strategy};

@@ -210,6 +210,16 @@ pub(super) async fn a_stolen_token_is_refused_what_the_policy_bounds() {
             with(&service, "/spec/type", json!("LoadBalancer")),
             "is of type ClusterIP and claims no external IPs",
         ),
+        (
+            "argo-server Service of type NodePort",
+            with(&service, "/spec/type", json!("NodePort")),
+            "is of type ClusterIP and claims no external IPs",
+        ),
+        (
+            "argo-server Service claiming an external IP",
+            with(&service, "/spec/externalIPs", json!(["192.0.2.1"])),
+            "is of type ClusterIP and claims no external IPs",
+        ),
     ];
     for (what, object, message) in cases {
         assert_refused_by_policy(what, apply_as_flotilla(&flotilla, &object).await, message);
@@ -240,6 +250,26 @@ pub(super) async fn a_stolen_token_is_refused_what_the_policy_bounds() {
         "delete of the admission policy",
         policies
             .delete(flotilla::admission::POLICY, &DeleteParams::default())
+            .await,
+    );
+    let no_rules = json!({"spec": {"validations": [{"expression": "true"}]}});
+    assert_forbidden(
+        "edit of the admission policy",
+        policies
+            .patch(
+                flotilla::admission::POLICY,
+                &PatchParams::default(),
+                &Patch::Merge(&no_rules),
+            )
+            .await,
+    );
+    let bindings: Api<
+        k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding,
+    > = Api::all(flotilla.clone());
+    assert_forbidden(
+        "delete of the admission policy's binding",
+        bindings
+            .delete(flotilla::admission::BINDING, &DeleteParams::default())
             .await,
     );
 

@@ -357,7 +357,11 @@ pub(super) async fn a_reserved_namespace_is_no_target_even_when_the_selector_mat
     let message = wait_render_failed(&client, "kube-system").await;
     let reason = "namespace kube-system: is a namespace Kubernetes keeps for itself; flotilla stamps nothing there, even when the selector matches, unless the config names it in policy.allowNamespaces";
     assert!(message.contains(reason), "{message}\n  lacks {reason}");
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    let now = k8s_openapi::jiff::Timestamp::now();
+    eventually("the audit log past the RenderFailed status", || async {
+        audit.reaches(now).then_some(())
+    })
+    .await;
     assert!(fleet.stamped_for(&client, "kube-system").await.is_empty());
     // Positive control: the window holds the NamespaceWorker's writes.
     let worker_writes = audit

@@ -161,6 +161,49 @@ async fn while_a_batch_soaks_a_turn_makes_no_request() {
 }
 
 #[tokio::test]
+async fn a_status_that_lands_after_this_leaders_own_is_seen_and_written_over() {
+    // Two writes, and any third request fails the script.
+    let patch = || exchange(Method::PATCH, FLEET_STATUS, &[]).answer(StatusCode::OK, patched());
+    let soaking = |f: &Fixture, _| (f.revision(), Seen::Soaking);
+    let script = vec![patch(), patch()];
+    let (mut f, older) = fleet_of(BATCH_OF_2, FleetSpec::default(), 2, soaking, script);
+    let written_over = |f: &Fixture| {
+        let written = read(&f.ctx.rollout.written)
+            .clone()
+            .expect("a status written");
+        (written.over, written.status)
+    };
+    take_turn(&f, State::settled(&older).retarget(&f.revision())).await;
+    let (over, ours) = written_over(&f);
+    assert_eq!(over.as_deref(), Some("5"));
+    let state = f.ctx.rollout.get().expect("the rollout state");
+    // The watch still shows the Fleet as it was before the write: the write stands.
+    take_turn(&f, state.clone()).await;
+    assert_eq!(written_over(&f).0.as_deref(), Some("5"), "no second write");
+    // A write lands after it (a deposed leader's, delayed), and the watch shows it.
+    let mut stale = fleet_object(FleetSpec::default());
+    stale.metadata.resource_version = Some("7".into());
+    stale.status = Some(FleetStatus {
+        phase: Phase::Complete,
+        message: "a deposed leader's".into(),
+        ..ours.clone()
+    });
+    f.shown.fleet(stale);
+    take_turn(&f, state.clone()).await;
+    assert_eq!(written_over(&f), (Some("7".into()), ours.clone()));
+    // Once the watch shows that write, nothing more.
+    let mut seen = fleet_object(FleetSpec::default());
+    seen.metadata.resource_version = Some("8".into());
+    seen.status = Some(ours.clone());
+    f.shown.fleet(seen);
+    take_turn(&f, state).await;
+    fleet_events(&mut f);
+    let bodies = f.requests().await;
+    assert_eq!(bodies.len(), 2);
+    assert_eq!(status_of(&bodies[1]), ours);
+}
+
+#[tokio::test]
 async fn a_soaked_fleet_is_promoted_to_complete() {
     let script = vec![exchange(Method::PATCH, FLEET_STATUS, &[]).answer(StatusCode::OK, patched())];
     let done = |f: &Fixture, _| (f.revision(), Seen::Healthy);
