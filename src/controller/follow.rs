@@ -84,11 +84,7 @@ fn reload(started: &Config, before: &Current, path: &Path) -> Current {
     let (config, waiting) = started.reloaded(newer);
     match crate::render::load(&config) {
         Ok(renderer) => Current {
-            since: if renderer.revision() == before.renderer.revision() {
-                before.since
-            } else {
-                k8s_openapi::jiff::Timestamp::now()
-            },
+            since: before.since.after(before, &config, &renderer),
             config: Arc::new(config),
             renderer: Arc::new(renderer),
             refused: None,
@@ -116,6 +112,8 @@ pub fn fingerprint(path: &Path, templates: &Path) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controller::in_force::PartsRead;
+    use k8s_openapi::jiff::Timestamp;
 
     #[test]
     fn a_change_to_either_file_changes_the_fingerprint() {
@@ -156,17 +154,37 @@ mod tests {
             renderer: Arc::new(renderer),
             refused: None,
             waiting: Vec::new(),
-            since: k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            since: PartsRead {
+                templates: Timestamp::UNIX_EPOCH,
+                values: Timestamp::UNIX_EPOCH,
+            },
         };
         std::fs::write(&path, "values:\n  a: 2\nconcurrency: 9\n").unwrap();
         let valid = reload(&started, &before, &path);
         assert_eq!(valid.refused, None);
         assert!(
-            valid.since > before.since,
-            "other content: in force since now"
+            valid.since.values > before.since.values,
+            "other values: read since now"
+        );
+        assert_eq!(
+            valid.since.templates, before.since.templates,
+            "the same templates: read since as before"
         );
         let same = reload(&started, &valid, &path);
         assert_eq!(same.since, valid.since, "the same content: since as before");
+        std::fs::write(
+            templates.join("cm.yaml"),
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: b\n",
+        )
+        .unwrap();
+        let other_templates = reload(&started, &valid, &path);
+        assert!(other_templates.since.templates > valid.since.templates);
+        assert_eq!(other_templates.since.values, valid.since.values);
+        std::fs::write(
+            templates.join("cm.yaml"),
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n",
+        )
+        .unwrap();
         assert_eq!(valid.waiting, ["concurrency"]);
         assert_ne!(valid.renderer.revision(), before.renderer.revision());
 

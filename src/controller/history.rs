@@ -224,6 +224,11 @@ impl History {
         read(&self.kept).get(hash).and_then(|k| k.recorded)
     }
 
+    /// What revision `hash` holds, if it is kept.
+    pub fn content(&self, hash: &str) -> Option<Content> {
+        read(&self.kept).get(hash).map(|k| k.stored.content.clone())
+    }
+
     /// Whether revision `hash` is kept (and so can be rendered, unless it is broken).
     pub fn known(&self, hash: &str) -> bool {
         read(&self.kept).get(hash).is_some_and(|k| !k.broken)

@@ -3,8 +3,9 @@
 
 use super::patch_spec;
 use crate::controller::Context;
-use crate::controller::in_force::Current;
+use crate::controller::in_force::{Current, PartsRead};
 use crate::rollout::fleet::Fleet;
+use crate::rollout::revision::Content;
 use crate::sync::{lock, read};
 use k8s_openapi::jiff::Timestamp;
 use std::collections::BTreeSet;
@@ -17,25 +18,29 @@ const FILES_LAG: Duration = Duration::from_secs(180);
 
 /// Whether `current`, the config in force, is to be recorded as the newest revision: new
 /// content; a change seen while leading (back to an earlier revision's content too, renumbered
-/// as Kubernetes does); the newest's content (nothing renumbered); an older revision's content
-/// read after the newest was recorded (an edit made while flotilla was down). Not an older
-/// revision's content in files read before it, at a takeover: this replica's mounted ConfigMap
-/// was not updated yet (each node updates it in its own time), and renumbering it would roll the
-/// fleet back, then forward, and end an undo. It waits for its files, [`FILES_LAG`] at most.
+/// as Kubernetes does); the newest's content (nothing renumbered); files read after the newest
+/// was recorded (an edit made while flotilla was down). Not, at a takeover, files of which a
+/// part (the templates, or the values) is not as the newest has it and was read before the
+/// newest was recorded: this replica's mounted ConfigMap of that part was not updated yet (each
+/// node updates each ConfigMap in its own time), and recording it would roll the fleet back to
+/// the old part, or out to a mix no admin wrote, and end an undo. It waits for its files,
+/// [`FILES_LAG`] at most.
 pub(super) fn newest(ctx: &Context, current: &Current) -> bool {
     let hash = current.renderer.revision();
-    let kept = ctx.history.kept();
-    let Some(newest) = kept.newest() else {
+    let Some(newest) = ctx.history.kept().newest() else {
         return true;
     };
     let took_over = read(&ctx.rollout.recorded).is_none();
     let suspect = took_over
-        && read_before(
-            kept.number(hash),
-            kept.number(&newest),
-            current.since,
-            ctx.history.recorded(&newest),
-        );
+        && ctx.history.content(&newest).is_some_and(|newest_content| {
+            let files = Content::of(&current.config, current.renderer.sources());
+            stale(
+                &files,
+                &newest_content,
+                current.since,
+                ctx.history.recorded(&newest),
+            )
+        });
     let mut waiting = lock(&ctx.rollout.waiting_for_files);
     if !suspect {
         *waiting = None;
@@ -45,22 +50,28 @@ pub(super) fn newest(ctx: &Context, current: &Current) -> bool {
     if waited < FILES_LAG {
         tracing::debug!(
             revision = hash,
-            "the files hold an older revision's content, read before the newest was recorded: waiting for them"
+            "the files hold a part read before the newest revision was recorded, not as it has it: waiting for them"
         );
         return false;
     }
     tracing::warn!(
         revision = hash,
         waited_seconds = waited.as_secs(),
-        "the files still hold an older revision's content: taken as the admin's and recorded as the newest"
+        "the files still hold a part older than the newest revision: taken as the admin's and recorded as the newest"
     );
     true
 }
 
-/// Whether files holding revision number `number` (0: not kept), read at `since`, may predate
-/// the newest revision, number `newest`, recorded at `recorded`.
-fn read_before(number: i64, newest: i64, since: Timestamp, recorded: Option<Timestamp>) -> bool {
-    number != 0 && number < newest && recorded.is_some_and(|recorded| since < recorded)
+/// Whether `files` hold a part that is not as `newest` has it and was read (`since`) before
+/// `newest` was recorded (`recorded`).
+fn stale(files: &Content, newest: &Content, since: PartsRead, recorded: Option<Timestamp>) -> bool {
+    let Some(recorded) = recorded else {
+        return false;
+    };
+    let templates = files.templates != newest.templates && since.templates < recorded;
+    let values = (files.values != newest.values || files.overrides != newest.overrides)
+        && since.values < recorded;
+    templates || values
 }
 
 /// Records the config in force as the newest revision, keeping those the fleet still uses. A
@@ -84,31 +95,92 @@ pub(super) async fn record(ctx: &Context, current: &Current, fleet: &Fleet) -> k
 
 #[cfg(test)]
 mod tests {
-    use super::read_before;
-    use k8s_openapi::jiff::Timestamp;
+    use super::*;
 
     fn at(text: &str) -> Timestamp {
         text.parse().expect("a timestamp")
     }
 
+    fn content(template: &str, value: i64) -> Content {
+        Content {
+            templates: [("cm.yaml".to_string(), template.to_string())].into(),
+            values: [("a".to_string(), value.into())].into_iter().collect(),
+            overrides: Default::default(),
+        }
+    }
+
     #[test]
-    fn files_are_suspect_only_when_they_hold_an_older_kept_revision_read_before_the_newest() {
+    fn files_are_stale_when_a_part_not_as_the_newest_has_it_was_read_before_it() {
         let recorded = Some(at("2026-12-06T04:00:00.500Z"));
+        let newest = content("new", 2);
+        let before = "2026-12-06T04:00:00.400Z";
+        // Within the same second, after: a restart right after the recording.
+        let after = "2026-12-06T04:00:00.600Z";
         let cases = [
-            // (number, newest, since, recorded, suspect)
-            (1, 2, "2026-12-06T04:00:00.400Z", recorded, true),
-            // Read within the same second, after: a restart right after the recording.
-            (1, 2, "2026-12-06T04:00:00.600Z", recorded, false),
-            (2, 2, "2026-12-06T03:00:00Z", recorded, false),
-            (0, 2, "2026-12-06T03:00:00Z", recorded, false),
-            (1, 2, "2026-12-06T03:00:00Z", None, false),
+            // (files, templates read, values read, recorded, stale)
+            (
+                "an older revision, read before",
+                content("old", 1),
+                before,
+                before,
+                recorded,
+                true,
+            ),
+            (
+                "an older revision, read after",
+                content("old", 1),
+                after,
+                after,
+                recorded,
+                false,
+            ),
+            (
+                "the newest, read before",
+                content("new", 2),
+                before,
+                before,
+                recorded,
+                false,
+            ),
+            (
+                "new values, old templates read before",
+                content("old", 2),
+                before,
+                after,
+                recorded,
+                true,
+            ),
+            (
+                "old values read before, new templates",
+                content("new", 1),
+                after,
+                before,
+                recorded,
+                true,
+            ),
+            (
+                "another value read after, templates as the newest",
+                content("new", 3),
+                before,
+                after,
+                recorded,
+                false,
+            ),
+            (
+                "an older revision, the newest's time unknown",
+                content("old", 1),
+                before,
+                before,
+                None,
+                false,
+            ),
         ];
-        for (number, newest, since, recorded, suspect) in cases {
-            assert_eq!(
-                read_before(number, newest, at(since), recorded),
-                suspect,
-                "number {number} of {newest}, read at {since}"
-            );
+        for (case, files, templates, values, recorded, want) in cases {
+            let since = PartsRead {
+                templates: at(templates),
+                values: at(values),
+            };
+            assert_eq!(stale(&files, &newest, since, recorded), want, "{case}");
         }
     }
 }
