@@ -3,7 +3,9 @@
 //! every namespace in flight; the leader here runs under libfaketime, its wall clock read from a
 //! file the test changes (its monotonic clock left alone, as a real clock step leaves it).
 //! Files: a failover to a replica whose mounted config was not updated yet renumbered its old
-//! content as the newest revision, ended the admin's undo, and rolled the fleet back.
+//! content as the newest revision, ended the admin's undo, and rolled the fleet back; one whose
+//! config was updated and its templates not (two ConfigMaps, each updated in its own time)
+//! recorded a mix of the two as a new revision.
 
 use crate::harness::*;
 use crate::kubelet::ReadyMarker;
@@ -176,6 +178,107 @@ async fn a_failover_to_stale_files_renumbers_nothing_and_keeps_the_undo() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     wait_all_at(&client, &names, &v1).await;
+    b.stop();
+    delete_namespaces_and_wait(&client, &names).await;
+}
+
+/// The newest revision's number, and the Fleet's target, as the API shows them.
+async fn newest_and_target(client: &kube::Client, instance: &str) -> (Option<i64>, Option<i64>) {
+    let revisions: Api<ControllerRevision> = Api::namespaced(client.clone(), FLOTILLA_NAMESPACE);
+    let selector = format!("flotilla.dev/instance={instance}");
+    let newest = revisions
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter_map(|r| r.revision)
+        .max();
+    let fleet = fleet_object(client, instance).await.unwrap();
+    (newest, fleet.status.map(|s| s.target_revision))
+}
+
+#[tokio::test]
+async fn a_failover_to_files_with_old_templates_and_new_values_records_no_mix() {
+    let client = admin().await;
+    let mut fleet = Fleet::new("rs-mix")
+        .with(
+            "rollout",
+            serde_json::json!({"maxUnavailable": "100%", "soakSeconds": 1}),
+        )
+        .with(
+            "leaderElection",
+            serde_json::json!({"enabled": true, "leaseDurationSeconds": 4}),
+        );
+    forget_revisions(&client, &fleet.instance).await;
+    let names = namespaces(&client, &fleet, "rs-mix", 2, &[]).await;
+    let v1 = with_image(&mut fleet, "v1");
+    let kubelet = ReadyMarker::start(&client, "rs-mix-", &[&v1]);
+    let a = settled_at_v1(&client, &fleet, &names, &v1).await;
+    // Replica b's files: revision 1's templates, read now and not updated, and its config.
+    let dir = tempfile::tempdir().unwrap();
+    let b_templates = dir.path().join("templates");
+    std::fs::create_dir(&b_templates).unwrap();
+    for entry in std::fs::read_dir(&fleet.templates).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), b_templates.join(entry.file_name())).unwrap();
+    }
+    let b_config = dir.path().join("flotilla.yaml");
+    std::fs::write(&b_config, fleet.config(&b_templates).to_string()).unwrap();
+    let b = Flotilla::start(
+        &b_config,
+        &dir.path().join("b.log"),
+        &format!("{}-b", fleet.instance),
+        &standby_kubeconfig(dir.path()),
+    );
+    b.wait_log("waiting for leadership").await;
+
+    // Revision 2 on a's files: a new image (values) and a new label (templates).
+    let v2 = with_image(&mut fleet, "v2");
+    let template = fleet.templates.join("controller-configmap.yaml");
+    let source = std::fs::read_to_string(&template).unwrap();
+    let part_of = "    app.kubernetes.io/part-of: argo-workflows\n";
+    assert!(source.contains(part_of), "the template's labels changed");
+    let labelled = format!("{part_of}    e2e.flotilla.dev/mix: templates-v2\n");
+    fleet.add_template(
+        "controller-configmap.yaml",
+        &source.replace(part_of, &labelled),
+    );
+    kubelet.accept(&v2);
+    fleet.config_file();
+    let long = Duration::from_secs(120);
+    wait_fleet_phase(&client, &fleet.instance, 2, Phase::Complete, long).await;
+    wait_all_at(&client, &names, &v2).await;
+
+    // b's config is updated (new values, read after revision 2 was recorded), its templates not:
+    // content no revision holds, which no admin wrote.
+    std::fs::write(&b_config, fleet.config(&b_templates).to_string()).unwrap();
+    b.wait_log("config reloaded").await;
+    a.kill();
+    eventually("replica b to lead", || async {
+        b.leads().await.then_some(())
+    })
+    .await;
+    let led = Instant::now();
+    while led.elapsed() < Duration::from_secs(5) {
+        assert_eq!(
+            newest_and_target(&client, &fleet.instance).await,
+            (Some(2), Some(2)),
+            "the newest revision and the target after the failover to half-updated files"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // b's templates catch up: its files are revision 2's, and nothing is recorded.
+    std::fs::copy(&template, b_templates.join("controller-configmap.yaml")).unwrap();
+    let caught_up = Instant::now();
+    while caught_up.elapsed() < Duration::from_secs(5) {
+        assert_eq!(
+            newest_and_target(&client, &fleet.instance).await,
+            (Some(2), Some(2))
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    wait_all_at(&client, &names, &v2).await;
     b.stop();
     delete_namespaces_and_wait(&client, &names).await;
 }
