@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A real, throw-away Kubernetes control plane on loopback for the e2e tests:
-# etcd + kube-apiserver + kube-controller-manager (no nodes: e2e/kubelet.rs stands in for one).
+# etcd + kube-apiserver + kube-controller-manager (no nodes: e2e/kubelet/ stands in for one).
 #
 #   e2e/cluster.sh build    build kube-apiserver, kube-controller-manager and etcd from the
 #                           Go module proxy (e2e/build.sh; cached)
@@ -304,7 +304,7 @@ start_etcd() {
 start_kube-apiserver() {
   # --endpoint-reconciler-type=none: Endpoints may not hold loopback IPs, so the
   # default reconciler would fail (HTTP 422) every 10 s, spamming log and audit
-  # log. Pods reach the API server through the node stand-in (e2e/kubelet.rs), not the
+  # log. Pods reach the API server through the node stand-in (e2e/kubelet/), not the
   # `kubernetes` Service.
   start kube-apiserver "$BIN/kube-apiserver" \
     --etcd-servers="http://127.0.0.1:$ETCD_PORT" \

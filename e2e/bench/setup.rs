@@ -79,8 +79,8 @@ impl Bench {
             baselines: env_or("BENCH_BASELINES", 1) != 0,
             script_sample: env_or("BENCH_SCRIPT_SAMPLE", 50).min(n).max(1),
             steady_secs: env_or("BENCH_STEADY_SECONDS", 120),
-            // kube-controller-manager's token controller mints ~7 ServiceAccount tokens a second
-            // (its client is rate limited); 3 ServiceAccounts per namespace keep it busy a while.
+            // After a cold converge the controller-manager still works through the fleet (the
+            // Deployments' ReplicaSets and the bench's ready pods): wait for it, up to this.
             quiet_max: Duration::from_secs(env_or(
                 "BENCH_QUIET_MAX_SECONDS",
                 300.max(n as u64 / 2),

@@ -249,8 +249,8 @@ async fn install_on_your_cluster_as_the_readme_says() {
                 );
                 policy = Some(crate::admission_policy::Installed::for_fleet(&fleet));
             }
-            // The Argo CRDs come from GitHub, out of this network's reach: the minimal Workflow
-            // CRD stands in for them.
+            // The Argo CRDs come from GitHub, out of this network's reach: those of the Argo
+            // build (e2e/build.sh, from the Go module proxy) stand in for them.
             "kubectl apply --server-side -k" => {
                 assert!(command.contains("argoproj/argo-workflows"));
                 crate::argo_world::install_argo_crds(&client).await;

@@ -312,7 +312,7 @@ pub(super) async fn a_create_never_takes_over_an_object_made_in_the_meantime() {
             Err(e) => taken_over.push(format!("{kind} {name}: not a 409 but {e}")),
             Ok(_) => taken_over.push(format!("{kind} {name}: applied")),
         }
-        // Its resourceVersion may move (the token controller adds a ServiceAccount's Secret).
+        // Its resourceVersion may move (the controller-manager writes to some kinds).
         let managers: Vec<_> = after.managed_fields().iter().map(|f| &f.manager).collect();
         if after.metadata.labels != before.metadata.labels
             || managers.iter().any(|m| m.as_deref() == Some("flotilla"))
