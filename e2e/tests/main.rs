@@ -40,4 +40,5 @@ mod scenarios;
 mod security;
 mod shed;
 mod sleep;
+mod sleep_failover;
 mod workflows;

@@ -22,7 +22,7 @@ use std::time::Duration;
 const TURN: Duration = Duration::from_secs(120);
 
 /// A fleet whose idle controllers sleep after 5 s, proven by a soak of 3 s.
-fn sleepy(name: &str) -> Fleet {
+pub(crate) fn sleepy(name: &str) -> Fleet {
     Fleet::new(name)
         .with(
             "sleep",
@@ -36,14 +36,14 @@ fn sleepy(name: &str) -> Fleet {
 
 /// The test's namespaces, none left from an earlier run (whose controller pods would stay bound
 /// to that run's node), opted in.
-async fn opted_in(client: &Client, fleet: &Fleet, names: &[&str]) {
+pub(crate) async fn opted_in(client: &Client, fleet: &Fleet, names: &[&str]) {
     delete_namespaces_and_wait(client, names).await;
     for ns in names {
         fleet.namespace(client, ns, true).await;
     }
 }
 
-async fn node_for(client: &Client, fleet: &Fleet, name: &str) -> Node {
+pub(crate) async fn node_for(client: &Client, fleet: &Fleet, name: &str) -> Node {
     let image = fleet.values["controllerImage"]
         .as_str()
         .unwrap()
@@ -51,7 +51,7 @@ async fn node_for(client: &Client, fleet: &Fleet, name: &str) -> Node {
     argo_node(client, name, &image).await
 }
 
-async fn worker(client: &Client, namespace: &str) -> Option<NamespaceWorker> {
+pub(crate) async fn worker(client: &Client, namespace: &str) -> Option<NamespaceWorker> {
     let workers: Api<NamespaceWorker> = Api::all(client.clone());
     workers.get_opt(namespace).await.ok()?
 }
@@ -70,7 +70,7 @@ async fn replicas(client: &Client, namespace: &str) -> Option<i32> {
 
 /// Waits until the namespace's controller sleeps: its NamespaceWorker says so, its Deployment is
 /// at zero, and the node runs no process of it.
-async fn wait_asleep(client: &Client, node: &Node, namespace: &str) {
+pub(crate) async fn wait_asleep(client: &Client, node: &Node, namespace: &str) {
     eventually_within(TURN, &format!("{namespace} Sleeping"), || async {
         let w = worker(client, namespace).await?;
         let phase = w.status.as_ref()?.phase;
