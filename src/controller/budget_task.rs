@@ -1,5 +1,5 @@
-//! The fleet's budget of running Workflows on the leader: whenever a namespace's live Workflows
-//! change, and every second, what the watches show of each namespace's Workflows (the view), the
+//! The fleet's budget of running Workflows on the leader: every second, what the watches show
+//! of each namespace's Workflows (the view), the
 //! shares (crate::budget, pure), and each namespace whose share moved queued for a reconcile,
 //! which renders it as its controller's `parallelism` (the executor). Only the leader allocates;
 //! a share changes no revision and waits for no rollout.
@@ -16,10 +16,11 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use tokio::sync::watch;
 
-/// The budget is shared again when a namespace's live Workflows change, gathering what changes
-/// within [`GATHER`] into one turn, and at least every tick.
+/// The budget is shared again every tick, not on each Workflow's event: a burst arriving across
+/// many namespaces is then split among all that arrived within the tick, rather than handed to
+/// the first few, which later ones would wait for until their running Workflows end (the bench
+/// measured p99 7.65 s to the fair share turning on every event, against 6.30 s on the tick).
 const TICK: Duration = Duration::from_secs(1);
-const GATHER: Duration = Duration::from_millis(50);
 
 /// The shares this leader decided. Before its first allocation (and on a replica that does not
 /// lead) each namespace keeps the share its status records: a restart or a failover writes
@@ -57,17 +58,12 @@ pub async fn run(ctx: Arc<Context>, queue: Arc<WorkQueue>, mut leader: watch::Re
     while leader.wait_for(|leads| *leads).await.is_ok() {
         let mut tick = tokio::time::interval(TICK);
         loop {
-            let changed = tokio::select! {
-                _ = tick.tick() => false,
-                _ = ctx.workflows.live_changed() => true,
+            tokio::select! {
+                _ = tick.tick() => {}
                 lost = leader.wait_for(|leads| !*leads) => {
                     if lost.is_err() { return; }
                     break;
                 }
-            };
-            if changed {
-                tokio::time::sleep(GATHER).await;
-                tick.reset();
             }
             turn(&ctx, &queue);
         }

@@ -12,7 +12,6 @@ use kube::Client;
 use kube::api::{Api, ApiResource, ObjectMeta};
 use std::collections::HashMap;
 use std::sync::RwLock;
-use tokio::sync::Notify;
 
 pub type Workflows = Watched<WorkflowTally>;
 
@@ -27,8 +26,6 @@ pub struct WorkflowTally {
     changed_at: RwLock<HashMap<String, Timestamp>>,
     /// When this process started watching: what it knows of any namespace's idleness starts here.
     since: Timestamp,
-    /// Told whenever a namespace's live Workflows change: the budget moves on it.
-    live_changed: Notify,
 }
 
 impl Default for WorkflowTally {
@@ -38,7 +35,6 @@ impl Default for WorkflowTally {
             expected: RwLock::default(),
             changed_at: RwLock::default(),
             since: Timestamp::now(),
-            live_changed: Notify::new(),
         }
     }
 }
@@ -73,12 +69,6 @@ impl Watched<WorkflowTally> {
                 .map(str::to_string)
                 .collect()
         })
-    }
-
-    /// Returns once a namespace's live Workflows changed (one change since the last call is
-    /// kept: a burst of them is told once).
-    pub async fn live_changed(&self) {
-        self.tally.live_changed.notified().await;
     }
 
     /// Since when `namespace`'s live Workflows are as they are, as far as this process knows.
@@ -127,7 +117,6 @@ impl WorkflowTally {
         let before = seen(&tally);
         let changed = change(&mut tally, meta)?;
         write(&self.changed_at).insert(changed.clone(), Timestamp::now());
-        self.live_changed.notify_one();
         match (before, seen(&tally)) {
             ((Some(before), busy), (Some(after), still)) if before == after && busy == still => {
                 None
@@ -168,9 +157,6 @@ impl Kind for WorkflowTally {
         let mut changed_at = write(&self.changed_at);
         for namespace in &changed {
             changed_at.insert(namespace.clone(), now);
-        }
-        if !changed.is_empty() {
-            self.live_changed.notify_one();
         }
         changed
     }

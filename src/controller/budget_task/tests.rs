@@ -1,5 +1,5 @@
 //! A turn of the budget over the watches as a fixture shows them: who is given what, who is
-//! queued to be rendered with it, and that a change of live Workflows is told at once.
+//! queued to be rendered with it.
 
 use super::super::fixture::{CONFIG_MAP, fixture, namespace};
 use super::super::worker_view::WorkerView;
@@ -81,17 +81,4 @@ async fn a_sleeping_namespace_holds_no_share_and_its_first_workflows_get_one() {
     assert_eq!(shares, [3, FLOOR]);
     let usage = f.ctx.budget.usage().expect("allocated");
     assert_eq!((usage.budget, usage.waiting, usage.held), (4, 3, 3));
-}
-
-#[tokio::test]
-async fn a_change_of_live_workflows_is_told_at_once_and_a_burst_once() {
-    let tally = Workflows::listed(WorkflowTally::default());
-    for i in 0..3 {
-        tally.tally.apply(&workflow("team-a", &format!("w{i}")));
-    }
-    tokio::time::timeout(Duration::from_millis(100), tally.live_changed())
-        .await
-        .expect("told of the burst");
-    let again = tokio::time::timeout(Duration::from_millis(100), tally.live_changed()).await;
-    assert!(again.is_err(), "the burst is told once");
 }
