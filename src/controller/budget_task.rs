@@ -1,8 +1,8 @@
 //! The fleet's budget of running Workflows on the leader: every second, what the watches show
-//! of each namespace's Workflows (the view), the
-//! shares (crate::budget, pure), and each namespace whose share moved queued for a reconcile,
-//! which renders it as its controller's `parallelism` (the executor). Only the leader allocates;
-//! a share changes no revision and waits for no rollout.
+//! of each namespace's Workflows (the view), the shares (crate::budget, pure), and each
+//! namespace whose share moved queued for a reconcile, which renders it as its controller's
+//! `parallelism` (the executor). Only the leader allocates; a share changes no revision and
+//! waits for no rollout.
 
 use super::Context;
 use super::queue::WorkQueue;
