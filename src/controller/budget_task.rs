@@ -84,17 +84,20 @@ fn turn(ctx: &Context, queue: &WorkQueue) {
         return;
     };
     let allocation = budget::allocate(limit, &demands);
-    for name in moved(&demands, &rendered, &allocation) {
-        queue.add(&name);
-    }
+    let moved = moved(&demands, &rendered, &allocation);
     ctx.metrics.fleet.record_budget(Some(&allocation.usage));
     let above_floor = allocation
         .shares
         .into_iter()
         .filter(|(_, share)| *share > FLOOR)
         .collect();
+    // The new shares first, then the queue: a reconcile that took a namespace at once would
+    // otherwise render its old share, find it in sync, and leave it there until a resync.
     *write(&ctx.budget.shares) = Some(above_floor);
     *write(&ctx.budget.usage) = Some(allocation.usage);
+    for name in moved {
+        queue.add(&name);
+    }
 }
 
 /// The namespaces whose share `allocation` moves from `rendered`, what each is rendered with.
