@@ -88,6 +88,19 @@ pub fn fixture(
     }
 }
 
+/// The names `queue` holds now, sorted, each taken and marked done.
+pub async fn drain(queue: &WorkQueue) -> Vec<String> {
+    let mut queued = Vec::new();
+    while let Ok(name) =
+        tokio::time::timeout(std::time::Duration::from_millis(20), queue.next()).await
+    {
+        queue.done(&name);
+        queued.push(name);
+    }
+    queued.sort();
+    queued
+}
+
 impl Fixture {
     /// The request bodies the API received; fails if it expected more, or got others.
     pub async fn requests(self) -> Vec<Value> {

@@ -1,7 +1,7 @@
 //! A turn of the budget over the watches as a fixture shows them: who is given what, who is
 //! queued to be rendered with it.
 
-use super::super::fixture::{CONFIG_MAP, fixture, namespace};
+use super::super::fixture::{CONFIG_MAP, drain, fixture, namespace};
 use super::super::worker_view::WorkerView;
 use super::super::workflow_watch::{WorkflowTally, Workflows};
 use super::*;
@@ -37,16 +37,6 @@ fn workflow(namespace: &str, name: &str) -> PartialObjectMeta<DynamicObject> {
     }
 }
 
-async fn queued(queue: &WorkQueue) -> Vec<String> {
-    let mut queued = Vec::new();
-    while let Ok(name) = tokio::time::timeout(Duration::from_millis(20), queue.next()).await {
-        queue.done(&name);
-        queued.push(name);
-    }
-    queued.sort();
-    queued
-}
-
 #[tokio::test]
 async fn a_sleeping_namespace_holds_no_share_and_its_first_workflows_get_one() {
     let mut f = fixture(BUDGET_OF_4, &[("cm.yaml", CONFIG_MAP)], &[], vec![]);
@@ -60,7 +50,7 @@ async fn a_sleeping_namespace_holds_no_share_and_its_first_workflows_get_one() {
     f.shown.worker(worker("idle", Phase::Ready, 2));
     let queue = WorkQueue::start();
     turn(&f.ctx, &queue);
-    assert_eq!(queued(&queue).await, ["asleep"]);
+    assert_eq!(drain(&queue).await, ["asleep"]);
     assert_eq!(
         f.ctx.budget.share("asleep", Some(2)),
         FLOOR,
@@ -76,7 +66,7 @@ async fn a_sleeping_namespace_holds_no_share_and_its_first_workflows_get_one() {
         f.ctx.workflows.tally.apply(&workflow("asleep", &name));
     }
     turn(&f.ctx, &queue);
-    assert_eq!(queued(&queue).await, ["asleep", "idle"]);
+    assert_eq!(drain(&queue).await, ["asleep", "idle"]);
     let shares = ["asleep", "idle"].map(|name| f.ctx.budget.share(name, None));
     assert_eq!(shares, [3, FLOOR]);
     let usage = f.ctx.budget.usage().expect("allocated");

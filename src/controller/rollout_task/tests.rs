@@ -2,7 +2,7 @@
 //! path, none that was not expected, the namespaces queued and the Events told; and the one rule
 //! of who is in the fleet, as the reconcile, the rollout and the brake each apply it.
 
-use super::super::fixture::{CONFIG_MAP, Fixture, fixture, namespace};
+use super::super::fixture::{CONFIG_MAP, Fixture, drain, fixture, namespace};
 use super::super::worker_view::WorkerView;
 use super::*;
 use crate::plan::{self, Decision};
@@ -11,7 +11,7 @@ use crate::status::{Condition, Phase as WorkerPhase, WorkerStatus, worker_object
 use crate::testing::{Exchange, exchange};
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 const FLEET_STATUS: &str = "/apis/flotilla.dev/v1alpha1/fleets/flotilla/status";
 const FLEET: &str = "/apis/flotilla.dev/v1alpha1/fleets/flotilla";
@@ -92,13 +92,7 @@ fn fleet_of(
 async fn take_turn(f: &Fixture, state: State) -> Vec<String> {
     let queue = WorkQueue::start();
     turn(&f.ctx, &queue, state).await.expect("no API error");
-    let mut queued = Vec::new();
-    while let Ok(name) = tokio::time::timeout(Duration::from_millis(20), queue.next()).await {
-        queue.done(&name);
-        queued.push(name);
-    }
-    queued.sort();
-    queued
+    drain(&queue).await
 }
 
 fn status_of(body: &Value) -> FleetStatus {
