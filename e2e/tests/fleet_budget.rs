@@ -149,27 +149,52 @@ async fn a_fleet_budget_caps_the_workflows_running_at_once_and_shares_it_fairly(
     }
 
     let sampler = Sampler::start(&client, &names);
+    // First one long Workflow in each namespace, each at the floor, until the Fleet shows all
+    // three running. A namespace that turns active while the budget is all held may start one
+    // Workflow at its floor beyond the budget (README, "The guarantee"): with every namespace
+    // already active, the burst after them has no such allowance, whatever order it arrives in.
     let mut submitted = Vec::new();
-    for (name, count) in [(names[0], 5), (names[1], 3), (names[2], 2)] {
-        for i in 0..count {
-            let workflow = format!("w{i}");
-            submit(&client, name, &pause_workflow(&workflow, Some(name), 1, 4)).await;
-            submitted.push((name, workflow));
-        }
+    for name in names {
+        submit(&client, name, &pause_workflow("anchor", Some(name), 1, 15)).await;
+        submitted.push((name, "anchor".to_string()));
     }
-    // While they run, the Fleet shows the budget in use and what waits.
     let fleets: Api<FleetObject> = Api::all(client.clone());
-    let busy = eventually("the Fleet's budget in use", || async {
+    let busy = eventually("the Fleet's budget in use by the three", || async {
         let budget = fleets
             .get_opt(&fleet.instance)
             .await
             .ok()??
             .status?
             .budget?;
-        (budget.running > 0).then_some(budget)
+        (budget.running == 3).then_some(budget)
     })
     .await;
     assert_eq!(busy.limit, BUDGET, "{busy:?}");
+    for (name, count) in [(names[0], 4), (names[1], 2), (names[2], 1)] {
+        for i in 0..count {
+            let workflow = format!("w{i}");
+            submit(&client, name, &pause_workflow(&workflow, Some(name), 1, 4)).await;
+            submitted.push((name, workflow));
+        }
+    }
+    for name in names {
+        let phase = workflow_status(&client, name, "anchor").await["phase"].clone();
+        assert_eq!(
+            phase, "Running",
+            "{name}'s anchor ended before the burst: too slow a machine"
+        );
+    }
+    // While they run, the Fleet shows what waits for the budget.
+    eventually("the Fleet's Workflows waiting", || async {
+        let budget = fleets
+            .get_opt(&fleet.instance)
+            .await
+            .ok()??
+            .status?
+            .budget?;
+        (budget.waiting > 0).then_some(())
+    })
+    .await;
     for (name, workflow) in &submitted {
         wait_run(&client, &node, name, workflow, "Succeeded").await;
     }
