@@ -5,7 +5,7 @@
 
 use crate::argo_world::*;
 use crate::harness::*;
-use flotilla::rollout::fleet::Fleet as FleetObject;
+use flotilla::rollout::fleet::{BudgetStatus, Fleet as FleetObject};
 use flotilla::status::NamespaceWorker;
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
@@ -15,19 +15,19 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const BUDGET: u32 = 4;
+pub(crate) const BUDGET: u32 = 4;
 
 /// One sample: per namespace, its Workflows running and live but not running.
-type Sample = (Instant, BTreeMap<String, (u32, u32)>);
+pub(crate) type Sample = (Instant, BTreeMap<String, (u32, u32)>);
 
 /// Samples the Workflows of `namespaces` every 200 ms from a watch of them.
-struct Sampler {
+pub(crate) struct Sampler {
     samples: Arc<Mutex<Vec<Sample>>>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Sampler {
-    fn start(client: &kube::Client, namespaces: &[&str]) -> Sampler {
+    pub(crate) fn start(client: &kube::Client, namespaces: &[&str]) -> Sampler {
         let gvk = GroupVersionKind::gvk("argoproj.io", "v1alpha1", "Workflow");
         let resource = ApiResource::from_gvk(&gvk);
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
@@ -70,7 +70,7 @@ impl Sampler {
         }
     }
 
-    fn stop(self) -> Vec<Sample> {
+    pub(crate) fn stop(self) -> Vec<Sample> {
         for task in &self.tasks {
             task.abort();
         }
@@ -122,24 +122,31 @@ fn longest_starved(samples: &[Sample]) -> Duration {
     longest
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_fleet_budget_caps_the_workflows_running_at_once_and_shares_it_fairly() {
-    let client = admin().await;
-    install_argo_crds(&client).await;
-    let mut fleet = Fleet::new("budget").with("fleetParallelism", serde_json::json!(BUDGET));
+/// A fleet of three namespaces `{prefix}-a`, `-b` and `-c` under budget [`BUDGET`], each with its
+/// real controller on a node of its own, idle: each at the floor, holding no share.
+pub(crate) struct BudgetFleet {
+    pub fleet: Fleet,
+    pub flotilla: Flotilla,
+    pub node: crate::kubelet::Node,
+    pub names: [String; 3],
+}
+
+pub(crate) async fn budget_fleet(client: &kube::Client, prefix: &str) -> BudgetFleet {
+    install_argo_crds(client).await;
+    let fleet = Fleet::new(prefix).with("fleetParallelism", serde_json::json!(BUDGET));
     let image = fleet.values["controllerImage"]
         .as_str()
         .unwrap()
         .to_string();
-    let node = argo_node(&client, "e2e-budget-node", &image).await;
+    let node = argo_node(client, &format!("e2e-{prefix}-node"), &image).await;
     let flotilla = fleet.start();
-    let names = ["budget-a", "budget-b", "budget-c"];
-    for name in names {
-        fleet.namespace(&client, name, true).await;
+    let names = ["a", "b", "c"].map(|n| format!("{prefix}-{n}"));
+    for name in &names {
+        fleet.namespace(client, name, true).await;
     }
     let workers: Api<NamespaceWorker> = Api::all(client.clone());
-    for name in names {
-        wait_controller_up(&client, name).await;
+    for name in &names {
+        wait_controller_up(client, name).await;
         // Idle, each holds no share: its controller at parallelism 1.
         eventually(&format!("{name}'s share 1"), || async {
             let status = workers.get_opt(name).await.ok()??.status?;
@@ -147,6 +154,45 @@ async fn a_fleet_budget_caps_the_workflows_running_at_once_and_shares_it_fairly(
         })
         .await;
     }
+    BudgetFleet {
+        fleet,
+        flotilla,
+        node,
+        names,
+    }
+}
+
+/// The Fleet's budget as its status shows it, once `ready` holds of it.
+pub(crate) async fn fleet_budget_when(
+    client: &kube::Client,
+    fleet: &Fleet,
+    what: &str,
+    ready: impl Fn(&BudgetStatus) -> bool,
+) -> BudgetStatus {
+    let fleets: Api<FleetObject> = Api::all(client.clone());
+    eventually(what, || async {
+        let budget = fleets
+            .get_opt(&fleet.instance)
+            .await
+            .ok()??
+            .status?
+            .budget?;
+        ready(&budget).then_some(budget)
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fleet_budget_caps_the_workflows_running_at_once_and_shares_it_fairly() {
+    let client = admin().await;
+    let BudgetFleet {
+        mut fleet,
+        flotilla,
+        node,
+        names,
+    } = budget_fleet(&client, "budget").await;
+    let names = names.each_ref().map(String::as_str);
+    let workers: Api<NamespaceWorker> = Api::all(client.clone());
 
     let sampler = Sampler::start(&client, &names);
     // First one long Workflow in each namespace, each at the floor, until the Fleet shows all
@@ -158,16 +204,12 @@ async fn a_fleet_budget_caps_the_workflows_running_at_once_and_shares_it_fairly(
         submit(&client, name, &pause_workflow("anchor", Some(name), 1, 15)).await;
         submitted.push((name, "anchor".to_string()));
     }
-    let fleets: Api<FleetObject> = Api::all(client.clone());
-    let busy = eventually("the Fleet's budget in use by the three", || async {
-        let budget = fleets
-            .get_opt(&fleet.instance)
-            .await
-            .ok()??
-            .status?
-            .budget?;
-        (budget.running == 3).then_some(budget)
-    })
+    let busy = fleet_budget_when(
+        &client,
+        &fleet,
+        "the Fleet's budget in use by the three",
+        |b| b.running == 3,
+    )
     .await;
     assert_eq!(busy.limit, BUDGET, "{busy:?}");
     for (name, count) in [(names[0], 4), (names[1], 2), (names[2], 1)] {
@@ -185,14 +227,8 @@ async fn a_fleet_budget_caps_the_workflows_running_at_once_and_shares_it_fairly(
         );
     }
     // While they run, the Fleet shows what waits for the budget.
-    eventually("the Fleet's Workflows waiting", || async {
-        let budget = fleets
-            .get_opt(&fleet.instance)
-            .await
-            .ok()??
-            .status?
-            .budget?;
-        (budget.waiting > 0).then_some(())
+    fleet_budget_when(&client, &fleet, "the Fleet's Workflows waiting", |b| {
+        b.waiting > 0
     })
     .await;
     for (name, workflow) in &submitted {
@@ -221,14 +257,8 @@ async fn a_fleet_budget_caps_the_workflows_running_at_once_and_shares_it_fairly(
         starved <= Duration::from_secs(8),
         "a namespace waited below its fair share for {starved:?}"
     );
-    let idle = eventually("the Fleet's budget idle", || async {
-        let budget = fleets
-            .get_opt(&fleet.instance)
-            .await
-            .ok()??
-            .status?
-            .budget?;
-        (budget.running == 0 && budget.waiting == 0).then_some(budget)
+    let idle = fleet_budget_when(&client, &fleet, "the Fleet's budget idle", |b| {
+        b.running == 0 && b.waiting == 0
     })
     .await;
     assert!(idle.held <= BUDGET, "{idle:?}");
