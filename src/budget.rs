@@ -12,8 +12,9 @@
 //!   the fair share only while another namespace starves (or the budget shrank). A namespace
 //!   without live Workflows for [`RELEASE_AFTER`] gives its share back (before it sleeps, so that
 //!   a sleeping controller is not woken to take a lower one). A steady fleet makes no writes.
-//! - What a namespace holds is the larger of its share and what it runs: Argo never stops a
-//!   running Workflow for parallelism, so a lowered share frees budget only as its Workflows end.
+//! - What a namespace holds is the largest of its share, what it runs and the share its
+//!   controller has in force: Argo never stops a running Workflow for parallelism, so a lowered
+//!   share frees budget only as its Workflows end, and only once it is applied.
 //! - A namespace without a share runs at [`FLOOR`], holding nothing: its first Workflow starts at
 //!   once, without waiting for flotilla.
 //!
@@ -45,6 +46,9 @@ pub struct Demand {
     pub waiting: u32,
     /// The share it was given last ([`FLOOR`]: none).
     pub share: u32,
+    /// The share its controller runs with: the last one applied, which a share given but refused
+    /// by the API server (a stuck namespace) is not.
+    pub in_force: u32,
     /// How long it has had no live Workflow (zero while it has some).
     pub idle: Duration,
 }
@@ -54,12 +58,14 @@ impl Demand {
         self.running.saturating_add(self.waiting)
     }
 
-    /// What it holds of the budget at `share`: a floor without live Workflows holds nothing.
+    /// What it holds of the budget at `share`: what it runs, or may start at once, whichever
+    /// is more; a controller at the floor without live Workflows holds nothing.
     fn holds(&self, share: u32) -> u32 {
-        if share <= FLOOR && self.live() == 0 {
+        let may_start = share.max(self.in_force);
+        if may_start <= FLOOR && self.live() == 0 {
             0
         } else {
-            share.max(self.running)
+            may_start.max(self.running)
         }
     }
 }

@@ -117,9 +117,9 @@ fn idle_for(since: k8s_openapi::jiff::Timestamp) -> Duration {
 }
 
 /// What the budget decides from: every namespace of the fleet with live Workflows or a share
-/// above the floor (the others stay at the floor, and cost nothing to look at). `None` while
-/// the Workflows are not listed: nothing is known of the demand, and no share moves. With each,
-/// the share it is rendered with now.
+/// above the floor, given or in force (the others stay at the floor, and cost nothing to look
+/// at). `None` while the Workflows are not listed: nothing is known of the demand, and no share
+/// moves. With each, the share it is rendered with now.
 fn demands(ctx: &Context, renderer: &Renderer) -> Option<(Vec<Demand>, Vec<u32>)> {
     let active = ctx.workflows.active()?;
     let selector = &ctx.in_force.get().config.selector;
@@ -128,7 +128,8 @@ fn demands(ctx: &Context, renderer: &Renderer) -> Option<(Vec<Demand>, Vec<u32>)
         let name = worker.metadata.name.as_deref().unwrap_or_default();
         let asleep = worker.phase == Some(crate::status::Phase::Sleeping);
         let share = ctx.budget.share(name, worker.share);
-        if !active.contains(name) && share <= FLOOR {
+        let in_force = worker.share.unwrap_or(FLOOR);
+        if !active.contains(name) && share.max(in_force) <= FLOOR {
             continue;
         }
         let Some(namespace) = ctx.stores.namespace(name) else {
@@ -142,13 +143,18 @@ fn demands(ctx: &Context, renderer: &Renderer) -> Option<(Vec<Demand>, Vec<u32>)
             continue;
         };
         let (running, live) = ctx.workflows.budget_counts(name, instance_id.as_deref())?;
+        // A sleeping controller holds nothing: what it was given goes back.
+        let (given, in_force) = match asleep && live == 0 {
+            true => (FLOOR, FLOOR),
+            false => (share, in_force),
+        };
         demands.push(Demand {
             name: name.to_string(),
             cap,
             running,
             waiting: live - running,
-            // A sleeping controller holds nothing: what it was given goes back.
-            share: if asleep && live == 0 { FLOOR } else { share },
+            share: given,
+            in_force,
             idle: match live {
                 0 => idle_for(ctx.workflows.idle_since(name)),
                 _ => Duration::ZERO,

@@ -83,10 +83,12 @@ pub fn compute(
         image,
         objects,
         workflows_ignored,
-        // Rendering failed: nothing was applied, the share applied before stands.
-        share: match &seen.rendered {
-            Err(_) => previous.and_then(|p| p.share),
-            Ok(_) => seen.share,
+        // The share its controller runs with: the one rendered only once everything is applied.
+        // Rendering failed or the API server refused a write: the one applied before stands
+        // (the fleet's budget counts it as held until it is replaced).
+        share: match (&seen.rendered, seen.refused) {
+            (Ok(_), None) => seen.share,
+            _ => previous.and_then(|p| p.share),
         },
         conditions: [applied, available, ignored]
             .into_iter()

@@ -232,16 +232,26 @@ fn worker_object_is_labelled_and_owned_by_its_namespace() {
 fn a_refusal_is_apply_failed_with_the_api_servers_words_and_keeps_what_was_applied() {
     let objects = rendered();
     let up = deployment(Some(1), 1);
-    let (ready, _) = compute(None, &observe(Ok(&objects), &[], up.as_ref(), at(0)));
+    // Ready with a share of the fleet's budget of 4; then lowered to 2, which is refused.
+    let (ready, _) = compute(
+        None,
+        &Observation {
+            share: Some(4),
+            ..observe(Ok(&objects), &[], up.as_ref(), at(0))
+        },
+    );
     let refusal = "apply ConfigMap team-a/cm: 403 Forbidden: configmaps \"cm\" is forbidden: exceeded quota: q, requested: count/configmaps=1, used: count/configmaps=1, limited: count/configmaps=1";
     let seen = Observation {
         refused: Some(refusal),
         server_error: false,
         revision_unavailable: false,
+        share: Some(2),
         ..observe(Ok(&objects), &[], up.as_ref(), at(30))
     };
     let (failed, recheck) = compute(Some(&ready), &seen);
     assert_eq!((failed.phase, recheck), (Phase::ApplyFailed, None));
+    // The share its controller runs with is still the one applied before.
+    assert_eq!(failed.share, Some(4));
     assert!(
         failed.message.contains("exceeded quota"),
         "{}",
@@ -266,9 +276,12 @@ fn a_refusal_is_apply_failed_with_the_api_servers_words_and_keeps_what_was_appli
     // Once the cause is gone, the next reconcile is Ready again.
     let (recovered, _) = compute(
         Some(&failed),
-        &observe(Ok(&objects), &[], up.as_ref(), at(60)),
+        &Observation {
+            share: Some(2),
+            ..observe(Ok(&objects), &[], up.as_ref(), at(60))
+        },
     );
-    assert_eq!(recovered.phase, Phase::Ready);
+    assert_eq!((recovered.phase, recovered.share), (Phase::Ready, Some(2)));
 }
 
 #[test]

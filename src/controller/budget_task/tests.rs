@@ -59,7 +59,8 @@ async fn a_sleeping_namespace_holds_no_share_and_its_first_workflows_get_one() {
     assert_eq!(f.ctx.budget.share("idle", Some(2)), 2, "kept a while awake");
 
     // Three Workflows in the sleeping namespace (they wake it): they wait, so the idle one's
-    // share goes back, and the woken namespace is given all it wants.
+    // share goes back. What it frees is given once its controller has it: until its status
+    // shows the floor applied, its controller may still start 2 at once.
     f.shown.worker(worker("asleep", Phase::Sleeping, FLOOR));
     for i in 0..3 {
         let name = format!("w{i}");
@@ -67,8 +68,18 @@ async fn a_sleeping_namespace_holds_no_share_and_its_first_workflows_get_one() {
     }
     turn(&f.ctx, &queue);
     assert_eq!(drain(&queue).await, ["asleep", "idle"]);
-    let shares = ["asleep", "idle"].map(|name| f.ctx.budget.share(name, None));
-    assert_eq!(shares, [3, FLOOR]);
+    let shares = || ["asleep", "idle"].map(|name| f.ctx.budget.share(name, None));
+    assert_eq!(shares(), [2, FLOOR]);
     let usage = f.ctx.budget.usage().expect("allocated");
-    assert_eq!((usage.budget, usage.waiting, usage.held), (4, 3, 3));
+    assert_eq!((usage.budget, usage.waiting, usage.held), (4, 3, 4));
+    f.shown.worker(worker("idle", Phase::Ready, FLOOR));
+    turn(&f.ctx, &queue);
+    assert_eq!(drain(&queue).await, ["asleep"]);
+    assert_eq!(
+        shares(),
+        [3, FLOOR],
+        "the woken namespace given all it wants"
+    );
+    let usage = f.ctx.budget.usage().expect("allocated");
+    assert_eq!((usage.waiting, usage.held), (3, 3));
 }
