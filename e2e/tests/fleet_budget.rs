@@ -78,6 +78,45 @@ impl Sampler {
     }
 }
 
+/// Workflows running at once in one sample, across its namespaces.
+pub(crate) fn running(counts: &BTreeMap<String, (u32, u32)>) -> u32 {
+    counts.values().map(|(r, _)| r).sum()
+}
+
+/// The most Workflows running at once over `samples`.
+pub(crate) fn peak(samples: &[Sample]) -> u32 {
+    samples.iter().map(|(_, c)| running(c)).max().unwrap_or(0)
+}
+
+/// Submits Workflows `w{i}` for `range` in `namespace`, each pausing `seconds`.
+pub(crate) async fn submit_all<'a>(
+    client: &kube::Client,
+    namespace: &'a str,
+    range: std::ops::Range<usize>,
+    seconds: u32,
+    submitted: &mut Vec<(&'a str, String)>,
+) {
+    for i in range {
+        let workflow = format!("w{i}");
+        let paused = pause_workflow(&workflow, Some(namespace), 1, seconds);
+        submit(client, namespace, &paused).await;
+        submitted.push((namespace, workflow));
+    }
+}
+
+/// Once every Workflow `submitted` has Succeeded, what `sampler` saw.
+pub(crate) async fn samples_once_done(
+    client: &kube::Client,
+    node: &crate::kubelet::Node,
+    submitted: &[(&str, String)],
+    sampler: Sampler,
+) -> Vec<Sample> {
+    for (name, workflow) in submitted {
+        wait_run(client, node, name, workflow, "Succeeded").await;
+    }
+    sampler.stop()
+}
+
 /// Max-min fair shares of `budget` for `wants`, each at least 1 while it wants any: handed out a
 /// unit at a time, round the namespaces that want more (an oracle apart from flotilla's).
 fn fair(budget: u32, wants: &[u32]) -> Vec<u32> {
@@ -213,11 +252,7 @@ async fn a_fleet_budget_caps_the_workflows_running_at_once_and_shares_it_fairly(
     .await;
     assert_eq!(busy.limit, BUDGET, "{busy:?}");
     for (name, count) in [(names[0], 4), (names[1], 2), (names[2], 1)] {
-        for i in 0..count {
-            let workflow = format!("w{i}");
-            submit(&client, name, &pause_workflow(&workflow, Some(name), 1, 4)).await;
-            submitted.push((name, workflow));
-        }
+        submit_all(&client, name, 0..count, 4, &mut submitted).await;
     }
     for name in names {
         let phase = workflow_status(&client, name, "anchor").await["phase"].clone();
@@ -231,16 +266,8 @@ async fn a_fleet_budget_caps_the_workflows_running_at_once_and_shares_it_fairly(
         b.waiting > 0
     })
     .await;
-    for (name, workflow) in &submitted {
-        wait_run(&client, &node, name, workflow, "Succeeded").await;
-    }
-    let samples = sampler.stop();
-
-    let peak = samples
-        .iter()
-        .map(|(_, counts)| counts.values().map(|(r, _)| r).sum::<u32>())
-        .max()
-        .unwrap_or(0);
+    let samples = samples_once_done(&client, &node, &submitted, sampler).await;
+    let peak = peak(&samples);
     let starved = longest_starved(&samples);
     println!(
         "budget {BUDGET}: peak {peak} running at once over {} samples; longest starved {starved:?}",

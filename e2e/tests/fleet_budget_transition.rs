@@ -5,8 +5,10 @@
 //! Workflows running at that moment end, because the busy namespace's share was lowered before
 //! they did.
 
-use crate::argo_world::*;
-use crate::fleet_budget::{BUDGET, BudgetFleet, Sampler, budget_fleet, fleet_budget_when};
+use crate::fleet_budget::{
+    BUDGET, BudgetFleet, Sampler, budget_fleet, fleet_budget_when, peak, running,
+    samples_once_done, submit_all,
+};
 use crate::harness::*;
 use std::time::{Duration, Instant};
 
@@ -29,42 +31,18 @@ async fn namespaces_turning_active_while_the_budget_is_all_held_exceed_it_by_one
     let sampler = Sampler::start(&client, &[busy, late[0], late[1]]);
     let mut submitted = Vec::new();
     let seconds = RUN.as_secs() as u32;
-    for i in 0..10 {
-        let workflow = format!("w{i}");
-        submit(
-            &client,
-            busy,
-            &pause_workflow(&workflow, Some(busy), 1, seconds),
-        )
-        .await;
-        submitted.push((busy, workflow));
-    }
+    submit_all(&client, busy, 0..10, seconds, &mut submitted).await;
     fleet_budget_when(&client, &fleet, "the busy namespace holding it all", |b| {
         b.running == BUDGET
     })
     .await;
     let arrived = Instant::now();
     for name in late {
-        for i in 0..2 {
-            let workflow = format!("w{i}");
-            submit(
-                &client,
-                name,
-                &pause_workflow(&workflow, Some(name), 1, seconds),
-            )
-            .await;
-            submitted.push((name, workflow));
-        }
+        submit_all(&client, name, 0..2, seconds, &mut submitted).await;
     }
-    for (name, workflow) in &submitted {
-        wait_run(&client, &node, name, workflow, "Succeeded").await;
-    }
-    let samples = sampler.stop();
+    let samples = samples_once_done(&client, &node, &submitted, sampler).await;
 
-    let running = |counts: &std::collections::BTreeMap<String, (u32, u32)>| {
-        counts.values().map(|(r, _)| r).sum::<u32>()
-    };
-    let peak = samples.iter().map(|(_, c)| running(c)).max().unwrap_or(0);
+    let peak = peak(&samples);
     let over_for = samples
         .iter()
         .filter(|(at, c)| *at >= arrived && running(c) > BUDGET)

@@ -13,6 +13,7 @@ mod controller_knobs;
 mod failures;
 mod faults;
 mod fleet_budget;
+mod fleet_budget_stuck;
 mod fleet_budget_transition;
 mod fleet_pod;
 mod fleet_view;

@@ -101,31 +101,7 @@ async fn a_server_error_on_apply_is_shown_and_fails_a_rollout_only_after_the_dea
     let v1 = with_image(&mut fleet, "v1");
     let kubelet = ReadyMarker::start(&client, "rs-5xx-", &[&v1]);
     let flotilla = settled_at_v1(&client, &fleet, &names, &v1).await;
-    let webhook = format!(
-        r#"apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingWebhookConfiguration
-metadata: {{name: rs-5xx}}
-webhooks:
-  - name: unreachable.e2e.flotilla.dev
-    clientConfig: {{url: "https://127.0.0.1:1/"}}
-    rules:
-      - {{apiGroups: [apps], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [deployments]}}
-    namespaceSelector: {{matchLabels: {{kubernetes.io/metadata.name: {ns}}}}}
-    sideEffects: None
-    admissionReviewVersions: [v1]
-    failurePolicy: Fail
-    timeoutSeconds: 2
-"#,
-        ns = names[0]
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("webhook.yaml");
-    std::fs::write(&file, webhook).unwrap();
-    kubectl(
-        &env().admin_kubeconfig,
-        &["apply", "-f", file.to_str().unwrap()],
-    );
-    let _webhook = Removed(file);
+    let _webhook = unreachable_webhook("rs-5xx", "apps", "deployments", &names[0]);
     let v2 = with_image(&mut fleet, "v2");
     kubelet.accept(&v2);
     fleet.config_file();
@@ -170,11 +146,49 @@ webhooks:
 }
 
 /// Deletes what the file it names applied, however the test ends.
-struct Removed(std::path::PathBuf);
+/// An admission webhook that no server answers, for `resource` in `namespace`: the API server
+/// refuses every create and update of it there (failurePolicy Fail) until it is dropped.
+pub(crate) fn unreachable_webhook(
+    name: &str,
+    api_group: &str,
+    resource: &str,
+    namespace: &str,
+) -> Removed {
+    let webhook = format!(
+        r#"apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {{name: {name}}}
+webhooks:
+  - name: unreachable.e2e.flotilla.dev
+    clientConfig: {{url: "https://127.0.0.1:1/"}}
+    rules:
+      - {{apiGroups: ["{api_group}"], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [{resource}]}}
+    namespaceSelector: {{matchLabels: {{kubernetes.io/metadata.name: {namespace}}}}}
+    sideEffects: None
+    admissionReviewVersions: [v1]
+    failurePolicy: Fail
+    timeoutSeconds: 2
+"#
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("webhook.yaml");
+    std::fs::write(&file, webhook).unwrap();
+    kubectl(
+        &env().admin_kubeconfig,
+        &["apply", "-f", file.to_str().unwrap()],
+    );
+    Removed { file, _dir: dir }
+}
+
+/// Deleted from the cluster when dropped.
+pub(crate) struct Removed {
+    file: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
 
 impl Drop for Removed {
     fn drop(&mut self) {
-        let file = self.0.to_string_lossy().into_owned();
+        let file = self.file.to_string_lossy().into_owned();
         let args = ["delete", "--ignore-not-found", "-f", file.as_str()];
         kubectl(&env().admin_kubeconfig, &args);
     }
