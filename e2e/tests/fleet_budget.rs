@@ -5,7 +5,7 @@
 
 use crate::argo_world::*;
 use crate::harness::*;
-use flotilla::rollout::fleet::{BudgetStatus, Fleet as FleetObject};
+use flotilla::rollout::fleet::BudgetStatus;
 use flotilla::status::NamespaceWorker;
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
@@ -208,17 +208,23 @@ pub(crate) async fn fleet_budget_when(
     what: &str,
     ready: impl Fn(&BudgetStatus) -> bool,
 ) -> BudgetStatus {
-    let fleets: Api<FleetObject> = Api::all(client.clone());
     eventually(what, || async {
-        let budget = fleets
-            .get_opt(&fleet.instance)
-            .await
-            .ok()??
+        let budget = fleet_object(client, &fleet.instance)
+            .await?
             .status?
             .budget?;
         ready(&budget).then_some(budget)
     })
     .await
+}
+
+impl BudgetFleet {
+    /// Stops flotilla and the node, and deletes the namespaces.
+    pub(crate) async fn tear_down(self, client: &kube::Client) {
+        drop(self.flotilla);
+        self.node.stop().await;
+        delete_namespaces_and_wait(client, &self.names).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

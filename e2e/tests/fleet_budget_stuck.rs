@@ -5,8 +5,7 @@
 
 use crate::argo_world::*;
 use crate::fleet_budget::{
-    BUDGET, BudgetFleet, Sampler, budget_fleet, fleet_budget_when, peak, samples_once_done,
-    submit_all,
+    BUDGET, Sampler, budget_fleet, fleet_budget_when, peak, samples_once_done, submit_all,
 };
 use crate::harness::*;
 use crate::rollout_faults::unreachable_webhook;
@@ -22,13 +21,9 @@ const LATE_RUN: u32 = 15;
 #[tokio::test(flavor = "multi_thread")]
 async fn a_share_the_api_server_refuses_stays_held_until_it_is_applied() {
     let client = admin().await;
-    let BudgetFleet {
-        fleet,
-        flotilla,
-        node,
-        names,
-    } = budget_fleet(&client, "stuck").await;
-    let [stuck, late, _] = names.each_ref().map(String::as_str);
+    let budget = budget_fleet(&client, "stuck").await;
+    let (fleet, node) = (&budget.fleet, &budget.node);
+    let [stuck, late, _] = budget.names.each_ref().map(String::as_str);
     let workers: Api<NamespaceWorker> = Api::all(client.clone());
     let status = |name: &str| {
         let workers = workers.clone();
@@ -65,9 +60,9 @@ async fn a_share_the_api_server_refuses_stays_held_until_it_is_applied() {
     // Its Workflows end: idle, its controller may still start the whole budget at once, so the
     // budget it held is not granted to the late namespace, which keeps its floor.
     for (name, workflow) in &submitted[..4] {
-        wait_run(&client, &node, name, workflow, "Succeeded").await;
+        wait_run(&client, node, name, workflow, "Succeeded").await;
     }
-    let idle = fleet_budget_when(&client, &fleet, "the stuck namespace idle", |b| {
+    let idle = fleet_budget_when(&client, fleet, "the stuck namespace idle", |b| {
         b.running == 1
     })
     .await;
@@ -82,7 +77,7 @@ async fn a_share_the_api_server_refuses_stays_held_until_it_is_applied() {
     // And so it can: its next four start at once, beside the late namespace's one.
     submit_all(&client, stuck, 4..8, STUCK_RUN, &mut submitted).await;
     for (name, workflow) in &submitted[8..] {
-        wait_run(&client, &node, name, workflow, "Running").await;
+        wait_run(&client, node, name, workflow, "Running").await;
     }
     assert_eq!(status(late).await.and_then(|s| s.share), Some(1));
 
@@ -104,14 +99,12 @@ async fn a_share_the_api_server_refuses_stays_held_until_it_is_applied() {
         || async { (status(late).await?.share >= Some(2)).then_some(()) },
     )
     .await;
-    let samples = samples_once_done(&client, &node, &submitted, sampler).await;
+    let samples = samples_once_done(&client, node, &submitted, sampler).await;
     let peak = peak(&samples);
     println!("budget {BUDGET}, one namespace's share refused: peak {peak} running at once");
     assert!(
         peak <= BUDGET + 1,
         "at most one beyond the budget, for the namespace that turned active: saw {peak}"
     );
-    drop(flotilla);
-    node.stop().await;
-    delete_namespaces_and_wait(&client, &names.each_ref().map(String::as_str)).await;
+    budget.tear_down(&client).await;
 }

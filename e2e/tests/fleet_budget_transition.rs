@@ -6,8 +6,7 @@
 //! they did.
 
 use crate::fleet_budget::{
-    BUDGET, BudgetFleet, Sampler, budget_fleet, fleet_budget_when, peak, running,
-    samples_once_done, submit_all,
+    BUDGET, Sampler, budget_fleet, fleet_budget_when, peak, running, samples_once_done, submit_all,
 };
 use crate::harness::*;
 use std::time::{Duration, Instant};
@@ -21,18 +20,14 @@ const RUN: Duration = Duration::from_secs(8);
 async fn namespaces_turning_active_while_the_budget_is_all_held_exceed_it_by_one_each_until_it_moves()
  {
     let client = admin().await;
-    let BudgetFleet {
-        fleet,
-        flotilla,
-        node,
-        names,
-    } = budget_fleet(&client, "overshoot").await;
-    let [busy, late @ ..] = names.each_ref().map(String::as_str);
+    let budget = budget_fleet(&client, "overshoot").await;
+    let (fleet, node) = (&budget.fleet, &budget.node);
+    let [busy, late @ ..] = budget.names.each_ref().map(String::as_str);
     let sampler = Sampler::start(&client, &[busy, late[0], late[1]]);
     let mut submitted = Vec::new();
     let seconds = RUN.as_secs() as u32;
     submit_all(&client, busy, 0..10, seconds, &mut submitted).await;
-    fleet_budget_when(&client, &fleet, "the busy namespace holding it all", |b| {
+    fleet_budget_when(&client, fleet, "the busy namespace holding it all", |b| {
         b.running == BUDGET
     })
     .await;
@@ -40,7 +35,7 @@ async fn namespaces_turning_active_while_the_budget_is_all_held_exceed_it_by_one
     for name in late {
         submit_all(&client, name, 0..2, seconds, &mut submitted).await;
     }
-    let samples = samples_once_done(&client, &node, &submitted, sampler).await;
+    let samples = samples_once_done(&client, node, &submitted, sampler).await;
 
     let peak = peak(&samples);
     let over_for = samples
@@ -66,7 +61,5 @@ async fn namespaces_turning_active_while_the_budget_is_all_held_exceed_it_by_one
         over_for <= RUN + Duration::from_secs(2),
         "above the budget for {over_for:?} after they arrived"
     );
-    drop(flotilla);
-    node.stop().await;
-    delete_namespaces_and_wait(&client, &names.each_ref().map(String::as_str)).await;
+    budget.tear_down(&client).await;
 }
